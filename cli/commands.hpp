@@ -1,0 +1,48 @@
+// cli/commands.hpp — how the outcore CLI's subcommands plug into main.
+//
+// Each subcommand lives in its own file and has one add_<name>_command function that
+// adds a CLI::App subcommand and appends a Command whose run() main calls once the
+// command line has parsed:
+//
+//   void add_info_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+//
+// run() returns the exit code; failures are thrown as outcore errors and main maps
+// them to exit codes once (exit_code_for).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "outcore/core/config.hpp"
+
+namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
+class App;
+}
+
+namespace outcore::cli {
+
+/// Flags every subcommand accepts; each overrides the same key of OUTCORE_CONF.
+struct GlobalOptions {
+    std::optional<std::string> device_budget;  ///< --device-budget SIZE
+    std::optional<std::string> host_budget;    ///< --host-budget SIZE
+    std::optional<std::string> backend;        ///< --backend NAME[:INDEX]
+};
+
+/// Defaults, then OUTCORE_CONF, then the flags. Throws UsageError on a bad value.
+[[nodiscard]] Config make_config(const GlobalOptions& globals);
+
+/// The device selector the flags ask for: --backend if given, else "" (registry default).
+[[nodiscard]] std::string device_selector(const GlobalOptions& globals);
+
+struct Command {
+    const CLI::App* app = nullptr;  ///< the subcommand; run() is called when it parsed
+    std::function<int()> run;
+};
+using CommandList = std::vector<Command>;
+
+void add_info_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_alloc_demo_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+
+}  // namespace outcore::cli

@@ -1,0 +1,81 @@
+// cli/main.cpp — the outcore command-line tool: global flags, subcommands, and the
+// one place where errors become exit codes (documented in README.md).
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "commands.hpp"
+#include "outcore/core/error.hpp"
+
+namespace {
+
+/// Writes "outcore: error: <message>" as exactly one line on stderr.
+void print_error(std::string_view message) noexcept {
+    try {
+        std::string line(message);
+        for (char& c : line) {
+            if (c == '\n' || c == '\r') c = ' ';
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        fmt::print(stderr, "outcore: error: {}\n", line);
+    } catch (...) {
+        std::fputs("outcore: error: (message could not be formatted)\n", stderr);
+    }
+}
+
+int run(int argc, char** argv) {
+    CLI::App app{"outcore: GPU work whose data do not fit in GPU memory", "outcore"};
+    app.set_version_flag("--version", std::string("outcore ") + OUTCORE_VERSION_STRING);
+    // Global flags may follow the subcommand too: `outcore info --device-budget 2GiB`.
+    app.fallthrough();
+
+    outcore::cli::GlobalOptions globals;
+    app.add_option("--device-budget", globals.device_budget,
+                   "Device memory budget: bytes, 512MiB, 1.5GB, 75% (of total) or auto; "
+                   "overrides OUTCORE_CONF device_budget")
+        ->type_name("SIZE");
+    app.add_option("--host-budget", globals.host_budget,
+                   "Host memory budget (same forms); overrides OUTCORE_CONF host_budget")
+        ->type_name("SIZE");
+    app.add_option("--backend", globals.backend,
+                   "Backend or device to use: cpu, cuda, vulkan, cuda:1; overrides OUTCORE_BACKEND")
+        ->type_name("NAME");
+
+    outcore::cli::CommandList commands;
+    outcore::cli::add_info_command(app, globals, commands);
+    outcore::cli::add_alloc_demo_command(app, globals, commands);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        // --help and --version arrive as "errors" with exit code 0.
+        if (e.get_exit_code() == 0) return app.exit(e);
+        print_error(fmt::format("{} (see outcore --help)", e.what()));
+        return static_cast<int>(outcore::ExitCode::Usage);
+    }
+
+    for (const auto& command : commands) {
+        if (command.app->parsed()) return command.run();
+    }
+    print_error("no subcommand given (see outcore --help)");
+    return static_cast<int>(outcore::ExitCode::Usage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // The one catch: every failure becomes one line on stderr and a documented code.
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        print_error(e.what());
+        return static_cast<int>(outcore::exit_code_for(e));
+    } catch (...) {
+        print_error("unknown internal error");
+        return static_cast<int>(outcore::ExitCode::Internal);
+    }
+}

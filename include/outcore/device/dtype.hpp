@@ -1,0 +1,29 @@
+// outcore/device/dtype.hpp — element types that tiles and kernels carry.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace outcore {
+
+enum class DType : unsigned char { F32, F64, BF16, F16, U8, U16 };
+
+/// Bytes per element: 4, 8, 2, 2, 1, 2.
+[[nodiscard]] constexpr std::uint32_t dtype_bytes(DType t) noexcept {
+    switch (t) {
+        case DType::F32: return 4;
+        case DType::F64: return 8;
+        case DType::BF16:
+        case DType::F16:
+        case DType::U16: return 2;
+        case DType::U8: return 1;
+    }
+    return 0;
+}
+/// "f32", "f64", "bf16", "f16", "u8", "u16".
+[[nodiscard]] std::string_view to_string(DType t) noexcept;
+/// Inverse of to_string; nullopt for unknown text.
+[[nodiscard]] std::optional<DType> parse_dtype(std::string_view text) noexcept;
+
+}  // namespace outcore

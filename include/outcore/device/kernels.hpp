@@ -1,0 +1,102 @@
+// outcore/device/kernels.hpp — the few compute kernels the ops need, per backend.
+//
+//   GemmTileArgs g{.m = 512, .n = 512, .k = 512, .a = a_slot, .lda = 512, ...};
+//   device.kernels().gemm(compute_queue, g);     // enqueued, asynchronous
+//
+// Matrices are column-major as in BLAS: element (i, j) of A sits at a[i + j*lda].
+// A row-major caller computes Cᵀ = Bᵀ·Aᵀ by swapping operands. Each backend
+// implements these with its native library (OpenBLAS, cuBLAS, a compute shader).
+#pragma once
+
+#include <cstdint>
+
+#include "outcore/device/block.hpp"
+#include "outcore/device/dtype.hpp"
+#include "outcore/device/kernel_params.hpp"
+
+namespace outcore {
+
+class Queue;
+
+/// How a GEMM may compute: exact in its type, or faster with reduced-precision
+/// products (tf32 for f32 inputs) where the backend has them.
+enum class GemmCompute : unsigned char { Exact, FastTF32 };
+
+/// C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, all in `type` (bf16 inputs
+/// accumulate and store C in f32). Leading dimensions are in elements.
+struct GemmTileArgs {
+    DType type = DType::F32;
+    GemmCompute compute = GemmCompute::Exact;
+    bool trans_a = false;
+    bool trans_b = false;
+    std::uint64_t m = 0, n = 0, k = 0;
+    BufferView a{};
+    std::uint64_t lda = 0;
+    BufferView b{};
+    std::uint64_t ldb = 0;
+    BufferView c{};
+    std::uint64_t ldc = 0;
+    double alpha = 1.0;
+    double beta = 0.0;
+};
+
+/// Which filter a FilterTileArgs runs.
+enum class FilterOp : unsigned char {
+    SeparableRow,     ///< horizontal 1-D pass: out(r, c) = Σ_t w[t]·in(r, c + t), f32 out
+    SeparableColumn,  ///< vertical 1-D pass over f32 input: out(r, c) = Σ_t w[t]·in(r + t, c)
+    Conv2D,           ///< full 2-D kernel of (2·radius+1)², weights row-major
+    SobelMagnitude,   ///< sqrt(gx² + gy²) with the 3×3 Sobel kernels (radius 1)
+};
+
+/// One filter tile as a "valid" correlation: the input tile already carries its halo
+/// (the executor fills halo pixels outside the image per the edge mode), so the
+/// output is smaller than the input by the radius on each filtered side. Pixels are
+/// interleaved channels, rows `row_stride` bytes apart. Input and output types may
+/// differ (u8/u16/f32 in; the separable row pass writes f32; the final pass writes
+/// the image type, rounded to nearest and clamped for integers). Every output pixel
+/// is computed with the same arithmetic wherever the tile lies, so tiled results equal
+/// whole-image results bit for bit.
+struct FilterTileArgs {
+    FilterOp op = FilterOp::Conv2D;
+    std::uint32_t channels = 1;
+    std::uint32_t radius = 0;
+    DType in_type = DType::F32;
+    DType out_type = DType::F32;
+    std::uint64_t out_rows = 0, out_cols = 0;  ///< output tile size in pixels
+    BufferView in{};                           ///< input tile with halo
+    std::uint64_t in_row_stride = 0;           ///< bytes between input rows
+    BufferView out{};
+    std::uint64_t out_row_stride = 0;          ///< bytes between output rows
+    /// f32 taps (2r+1, or (2r+1)² for Conv2D), inline or in a buffer (KernelParams);
+    /// must stay alive until the queue has run the tile.
+    const KernelParams* weights = nullptr;
+};
+
+class Kernels {
+public:
+    Kernels() = default;
+    Kernels(const Kernels&) = delete;
+    Kernels& operator=(const Kernels&) = delete;
+    virtual ~Kernels() = default;
+
+    /// Enqueues one GEMM tile on `queue`. Throws UsageError for inconsistent shapes,
+    /// leading dimensions or views too small, and for a type or compute mode this
+    /// backend lacks (supports_gemm says which).
+    void gemm(Queue& queue, const GemmTileArgs& args);
+    /// True when gemm accepts this type and compute mode.
+    [[nodiscard]] bool supports_gemm(DType type, GemmCompute compute) const noexcept {
+        return do_supports_gemm(type, compute);
+    }
+
+    /// Enqueues one filter tile on `queue`. Throws UsageError for sizes that do not
+    /// fit the views or an unsupported type.
+    void filter(Queue& queue, const FilterTileArgs& args);
+
+private:
+    virtual void do_gemm(Queue& queue, const GemmTileArgs& args) = 0;
+    /// Optional; the default throws UsageError ("this backend has no filter kernels").
+    virtual void do_filter(Queue& queue, const FilterTileArgs& args);
+    virtual bool do_supports_gemm(DType type, GemmCompute compute) const noexcept = 0;
+};
+
+}  // namespace outcore
