@@ -1,0 +1,134 @@
+// outcore/ops/gemm.hpp — out-of-core GEMM: C = α·op(A)·op(B) + β·C under a device budget.
+//
+//   io::NpyMatrixReader a("A.npy"), b("B.npy");
+//   io::NpyMatrixWriter c("C.npy", m, n, DType::F32, /*force=*/false);
+//   ops::GemmReport r = ops::gemm(device, a, b, c, {.type = DType::F32, .budget_bytes = 256 * kMiB});
+//   c.commit();
+//   r.plan.tile_m;  r.tflops;  r.hidden_transfer_fraction;  r.peak_device_bytes <= r.budget_bytes
+//
+// The operands never need to fit on the device: gemm plans tiles with tile::plan_gemm
+// (no block size to pick), then streams them through a tile::Pipeline. Each C tile
+// stays on the device while its k-panels are accumulated into it, one GEMM call per
+// k-chunk (β on the first chunk only, α on every chunk, no atomics); the
+// APanelResident / BPanelResident schedules keep a panel of A (B) on the device and
+// reuse it across a whole row (column) of C tiles.
+//
+// Shapes and layouts. Sources and sinks are logical matrices (io::MatrixSource /
+// MatrixSink) that hand out column-major blocks whatever their storage: op(A) is A
+// (m × k) or, with trans_a, Aᵀ where A is k × m; likewise B (k × n, or n × k with
+// trans_b); C is m × n. A row-major caller (NumPy's C order, a row-major
+// io::HostMatrix) needs nothing special: the io layer presents the logical matrix and
+// transposes while packing a tile. A transposed operand is packed in its stored
+// orientation (a k-chunk of Aᵀ is read as the kk × mi block of A) and the kernel is
+// told trans_a, so no transpose happens on the device.
+//
+// β ≠ 0 reads the input C from GemmOptions::c_in (a MatrixSource of C's shape; it
+// may be the same object or memory as the sink: each C tile is read before it is
+// written). k = 0 is rejected like any empty problem.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "outcore/device/device.hpp"
+#include "outcore/device/dtype.hpp"
+#include "outcore/device/kernels.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/tile/gemm_plan.hpp"
+#include "outcore/tile/pipeline.hpp"
+#include "outcore/tile/staging_cache.hpp"
+
+namespace outcore::ops {
+
+struct GemmOptions {
+    /// Input element type: F32, F64 or BF16 (bf16 stores C in f32).
+    DType type = DType::F32;
+    /// FastTF32 with F32 data where the backend has it (Kernels::supports_gemm).
+    GemmCompute compute = GemmCompute::Exact;
+    bool trans_a = false;
+    bool trans_b = false;
+    double alpha = 1.0;
+    double beta = 0.0;
+    /// Device bytes the run may hold; 0 = the device's recommended working set.
+    std::uint64_t budget_bytes = 0;
+    /// Slots per streamed operand (2 or 3).
+    std::uint32_t pipeline_depth = 2;
+    /// Called with the fraction of C written (0..1], from a pipeline thread, never
+    /// concurrently with itself. Must not throw (a throw fails the run).
+    std::function<void(double)> progress = {};
+
+    /// The input C for β ≠ 0 (required then, ignored otherwise); shape m × n, C's type.
+    const io::MatrixSource* c_in = nullptr;
+    /// Force a schedule instead of the planner's choice (tests, benchmarks).
+    std::optional<tile::GemmSchedule> schedule = std::nullopt;
+    /// Force tiles (all three non-zero, with `schedule`): tile::plan_gemm_fixed.
+    std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
+    /// Device rates for the planner's time model: FLOP/s of this type, host→device,
+    /// device→host and both-at-once bytes/s. 0 = take them from tile::cached_rates
+    /// when measure_rates, else unknown (the planner then minimises bytes moved).
+    double compute_flops = 0;
+    double link_bytes_per_second = 0;
+    double link_d2h_bytes_per_second = 0;
+    double link_duplex_bytes_per_second = 0;
+    /// Measure the device's rates once per process (tile/rates.hpp) for the fields above
+    /// left at 0.
+    bool measure_rates = true;
+    /// Host threads packing tiles from the sources (0: half the cores, 2 to 8) and
+    /// writing C (0: 1).
+    std::uint32_t reader_threads = 0;
+    std::uint32_t writer_threads = 0;
+    /// Per-queue busy times and the hidden-transfer fraction (two host tasks per op).
+    bool measure_busy = true;
+    /// Pinned staging kept across calls (null: allocated and freed by this call).
+    tile::StagingCache* staging_cache = nullptr;
+};
+
+struct GemmReport {
+    tile::GemmPlan plan{};
+    /// Wall time of the whole call (planning, allocation, streaming, last write).
+    double seconds = 0;
+    /// 2·m·n·k / seconds / 1e12.
+    double tflops = 0;
+    std::uint64_t bytes_moved = 0;        ///< measured: uploaded + downloaded
+    std::uint64_t lower_bound_bytes = 0;  ///< Smith et al.'s bound for this budget
+    std::uint64_t peak_device_bytes = 0;  ///< from the Statistics adaptor under the Budget
+    std::uint64_t budget_bytes = 0;
+    double hidden_transfer_fraction = 1.0;  ///< see tile::PipelineStats
+    double upload_busy_seconds = 0;
+    double compute_busy_seconds = 0;
+    double download_busy_seconds = 0;
+    double read_busy_seconds = 0;    ///< packing tiles from the sources, all reader threads
+    double write_busy_seconds = 0;   ///< writing C tiles to the sink
+    tile::PipelineStats pipeline{};  ///< everything the pipeline measured
+};
+
+/// The problem `gemm` would solve and the plan it would run, without running it (the
+/// CLI prints it first). Throws UsageError for disagreeing shapes or types, a type
+/// the device's kernels lack, a budget below the minimum (stating it).
+[[nodiscard]] tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::MatrixSource& b,
+                                       const io::MatrixSink& c, const GemmOptions& options);
+
+/// Runs `plan` (from plan_gemm above, for the same operands and options). Writes every
+/// element of C exactly once (a C tile after its last k-chunk); does not commit() the
+/// sink. Throws the first failure of the run (UsageError, OutOfMemory, IoError,
+/// BackendError ...) after stopping it and freeing everything it allocated.
+/// Thread safety: one call per device queue set; concurrent calls on one device are
+/// fine (each makes its own queues and memory) as far as the device allows.
+GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::MatrixSource& a,
+                        const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options);
+
+/// plan_gemm + execute_gemm.
+GemmReport gemm(Device& device, const io::MatrixSource& a, const io::MatrixSource& b, io::MatrixSink& c,
+                const GemmOptions& options);
+
+/// The PlanLimits gemm uses for this device, budget and options (budget 0 resolved to
+/// the device's recommended working set; rates measured once if options ask for it).
+[[nodiscard]] tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options);
+
+/// The GemmProblem for these operands and options; UsageError when shapes or types
+/// disagree.
+[[nodiscard]] tile::GemmProblem gemm_problem(const io::MatrixSource& a, const io::MatrixSource& b,
+                                             const io::MatrixSink& c, const GemmOptions& options);
+
+}  // namespace outcore::ops

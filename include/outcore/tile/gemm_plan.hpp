@@ -1,0 +1,149 @@
+// outcore/tile/gemm_plan.hpp — how an out-of-core GEMM is cut into tiles under a budget.
+//
+//   tile::GemmProblem p{.m = 32768, .n = 32768, .k = 32768, .type = DType::F32,
+//                       .compute = GemmCompute::FastTF32};
+//   tile::PlanLimits lim{.budget_bytes = 3 * kGiB, .compute_flops = 330e12,
+//                        .link_bytes_per_second = 55.3e9};
+//   tile::GemmPlan plan = tile::plan_gemm(p, lim);   // A-panel resident, 16384-row panels
+//   plan.device_bytes;   // ≤ 3 GiB, checked before any data moves
+//   plan.bytes_moved;    // exactly what the executor will move; ≥ plan.lower_bound_bytes
+//
+// Pure: no device calls. Every matrix is column-major (BLAS); op(A) is m×k, op(B) k×n,
+// C m×n. C tiles are tile_m × tile_n; k is streamed in chunks of tile_k (always
+// shrinking at the tail: accumulation is not write-once). bf16 inputs are 2 bytes and
+// C is f32 (4 bytes); tf32 is f32 data computed with GemmCompute::FastTF32.
+//
+// Why tiles hide transfers: a device-resident C tile of side t needs 2·t·tk·w bytes of
+// A and B per k-chunk and does 2·t²·tk flops on them, so its uploads hide behind its
+// compute when t ≥ w·F/B (w bytes per element, F FLOP/s, B bytes/s). More generally a
+// block of C of shape r × c that reads its operands once hides them when the harmonic
+// mean 2/(1/r + 1/c) ≥ w·F/B; GemmPlan::reuse_side() is that mean (docs/tiling.md).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "outcore/device/dtype.hpp"
+#include "outcore/device/kernels.hpp"
+#include "outcore/tile/grid.hpp"
+#include "outcore/tile/limits.hpp"
+
+namespace outcore::tile {
+
+/// C = α·op(A)·op(B) + β·C, with op(A) m×k and op(B) k×n.
+struct GemmProblem {
+    std::uint64_t m = 0, n = 0, k = 0;
+    DType type = DType::F32;  ///< F32, F64 or BF16 (C is f32 for bf16)
+    GemmCompute compute = GemmCompute::Exact;
+    bool trans_a = false;  ///< transposes change which host bytes form a tile, not how many
+    bool trans_b = false;
+    bool beta_nonzero = false;  ///< C is read (uploaded) before it is accumulated into
+    /// Edge C tiles: Shrink (default) or ShiftInwards (full-size tiles for kernels
+    /// that need one shape; not allowed with beta_nonzero, where an overlapped
+    /// element would be scaled by β twice).
+    TailPolicy tail = TailPolicy::Shrink;
+};
+
+/// Which operand stays on the device while the others stream past it.
+enum class GemmSchedule : unsigned char {
+    /// A C tile stays resident while A (tile_m × tile_k) and B (tile_k × tile_n)
+    /// chunks stream through `depth` slots each. A is read ceil(n/tile_n) times, B
+    /// ceil(m/tile_m) times. Tiles run in c_grid() row-major order.
+    SquareC,
+    /// A row panel of A (tile_m × k) stays resident while every C tile of that row is
+    /// computed with streamed B chunks: A is read once, B ceil(m/tile_m) times. The
+    /// panel lives in a ring of chunk slots (see GemmPlan::a_slots): the first tile
+    /// of a row consumes it chunk by chunk as it arrives, and the next panel fills
+    /// the spare slots, then each slot the last tile of the row has finished with.
+    /// Tiles run in c_grid() row-major order.
+    APanelResident,
+    /// Symmetric: a column panel of B (k × tile_n) stays resident, A chunks stream;
+    /// B is read once, A ceil(n/tile_n) times. Tiles run column by column.
+    BPanelResident,
+};
+
+/// "square-c", "a-panel", "b-panel".
+[[nodiscard]] std::string_view to_string(GemmSchedule schedule) noexcept;
+
+/// A chosen tiling and everything it will cost. Slot sizes are rounded up to
+/// min_offset_alignment, so slots laid back to back in one heap are all aligned.
+struct GemmPlan {
+    GemmProblem problem{};
+    GemmSchedule schedule = GemmSchedule::SquareC;
+    TailPolicy tail = TailPolicy::Shrink;
+    std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< each ≤ its extent
+    std::uint32_t depth = 0;  ///< the ring depth per input stream (limits.pipeline_depth)
+    /// Slots actually allocated. A streamed operand has a ring of min(depth, chunks
+    /// streamed) chunk slots. A resident panel is a ring of k_chunks() +
+    /// prefetch_chunks chunk slots: chunk c of panel r goes to slot (r·k_chunks() + c)
+    /// mod a_slots (b_slots), uploaded as soon as that slot's previous chunk has had
+    /// its last use — so the next panel streams in behind the current one.
+    /// c_slots = min(2, C tiles): one computes while the previous one downloads.
+    std::uint32_t a_slots = 0, b_slots = 0, c_slots = 0;
+    /// Extra panel chunk slots bought with budget the minimum footprint leaves over
+    /// (0 for SquareC or a single panel): how far the next panel can upload ahead.
+    std::uint32_t prefetch_chunks = 0;
+    std::uint64_t a_slot_bytes = 0;       ///< one A chunk, tile_m × tile_k (also for a panel ring)
+    std::uint64_t b_slot_bytes = 0;       ///< one B chunk, tile_k × tile_n
+    std::uint64_t c_slot_bytes = 0;       ///< one C tile (f32 for bf16)
+    std::uint64_t device_bytes = 0;       ///< Σ slots·slot bytes; never above the budget
+    std::uint64_t bytes_to_device = 0;    ///< A and B uploads (with re-reads) + C when β ≠ 0
+    std::uint64_t bytes_to_host = 0;      ///< C downloads
+    std::uint64_t bytes_moved = 0;        ///< bytes_to_device + bytes_to_host
+    std::uint64_t lower_bound_bytes = 0;  ///< no schedule within the budget moves less
+    std::uint64_t kernel_calls = 0;       ///< GEMM calls: C tiles × k chunks
+    double flop_count = 0;                ///< 2·m·n·k (overlapped C counted twice)
+    /// Model estimates (0 when the rates in PlanLimits are unknown): compute =
+    /// flops/F, call overhead = calls·kernel_call_seconds, transfer from the link
+    /// model (all bytes, both directions), fill = the first chunks' upload, drain =
+    /// the last C tile's download. total: for SquareC max(fill + compute, transfer +
+    /// one chunk's GEMM) + call overhead + drain; for panel schedules a sum of phases
+    /// that charges each panel switch what the prefetch slots cannot hide
+    /// (docs/tiling.md, "time model"). Always total ≥ max(compute, transfer).
+    double compute_seconds = 0, call_overhead_seconds = 0, transfer_seconds = 0;
+    double fill_seconds = 0, drain_seconds = 0, total_seconds = 0;
+
+    /// The grid of C tiles (m × n by tile_m × tile_n, with the plan's tail policy).
+    [[nodiscard]] TileGrid c_grid() const;
+    /// Number of k chunks per C tile: ceil(k / tile_k).
+    [[nodiscard]] std::uint64_t k_chunks() const noexcept;
+    /// The side of a square C block with the same operand reuse: harmonic mean of
+    /// (tile_m, tile_n) for SquareC, (tile_m, n) for APanelResident, (m, tile_n) for
+    /// BPanelResident. Transfers hide when reuse_side() ≥ w·F/B.
+    [[nodiscard]] double reuse_side() const noexcept;
+};
+
+/// Input element bytes of a GEMM type (UsageError for types GEMM does not take).
+[[nodiscard]] std::uint32_t gemm_input_bytes(DType type);
+/// C element bytes: f32 for bf16 inputs, else the input size.
+[[nodiscard]] std::uint32_t gemm_output_bytes(DType type);
+
+/// The best plan for the problem: among all schedules and candidate tiles that fit
+/// the budget, the smallest estimated time (ties: fewer bytes moved, then larger
+/// tiles); with rates unknown, the fewest bytes moved. Tiles of at least 256 in each
+/// dimension (or the whole dimension) are preferred whenever any fit.
+/// Throws UsageError for an empty or unsupported problem, bad limits, a problem whose
+/// operands overflow 64-bit byte counts, and a budget below gemm_minimum_budget()
+/// (the message states the minimum). Pure and thread-safe.
+[[nodiscard]] GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits);
+
+/// As plan_gemm, restricted to one schedule (benchmarks, tests, expert overrides).
+[[nodiscard]] GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule);
+
+/// The plan with exactly these tiles and schedule, costed as plan_gemm would (tiles
+/// are clamped to their extents). Throws UsageError when it does not fit the budget
+/// or max_buffer_bytes. For comparing against hand-picked block sizes.
+[[nodiscard]] GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits,
+                                       GemmSchedule schedule, std::uint64_t tile_m, std::uint64_t tile_n,
+                                       std::uint64_t tile_k);
+
+/// The smallest budget plan_gemm accepts for this problem and these limits (the
+/// budget in `limits` is ignored). Throws as plan_gemm does for bad input.
+[[nodiscard]] std::uint64_t gemm_minimum_budget(const GemmProblem& problem, const PlanLimits& limits);
+
+/// Smith et al.'s tight I/O lower bound in bytes for a device of `budget_bytes`:
+/// max(compulsory, (2mnk/√S − 2S)·w) with S = budget / w elements, compulsory = A and
+/// B once, C once out (and once in when β ≠ 0). UsageError when it overflows.
+[[nodiscard]] std::uint64_t gemm_lower_bound_bytes(const GemmProblem& problem, std::uint64_t budget_bytes);
+
+}  // namespace outcore::tile

@@ -1,0 +1,55 @@
+// outcore/tile/rates.hpp — a device's GEMM and link rates, measured once and cached,
+// so plans can pick tiles whose transfers hide behind compute (tiling.md, "t ≥ w·F/B").
+//
+//   const tile::DeviceRates& r = tile::cached_rates(device, DType::F32);   // ~0.1 s the first time
+//   tile::PlanLimits limits{.budget_bytes = budget};
+//   tile::apply_rates(r, DType::F32, GemmCompute::Exact, limits);
+//   tile::GemmPlan plan = tile::plan_gemm(problem, limits);
+//
+// The probes are short: a square GEMM grown until one call takes ~10 ms (side at
+// most 4096), and pinned↔device copies grown until one takes ~10 ms (at most
+// 256 MiB), each way and both at once; each is the best of three after a warm-up. They allocate their own
+// buffers outside any budget; a device too small for a probe size keeps the last size that fitted, and a rate
+// that could not be measured at all stays 0 (unknown), which the planner treats as "minimise bytes moved".
+#pragma once
+
+#include <cstdint>
+
+#include "outcore/device/device.hpp"
+#include "outcore/device/dtype.hpp"
+#include "outcore/device/kernels.hpp"
+#include "outcore/tile/limits.hpp"
+
+namespace outcore::tile {
+
+struct DeviceRates {
+    double f32_flops = 0;                  ///< GEMM FLOP/s, f32 exact (0: unknown or unsupported)
+    double f64_flops = 0;                  ///< f64
+    double tf32_flops = 0;                 ///< f32 data, GemmCompute::FastTF32
+    double bf16_flops = 0;                 ///< bf16 inputs, f32 accumulation
+    double upload_bytes_per_second = 0;    ///< pinned host → device
+    double download_bytes_per_second = 0;  ///< device → pinned host
+    double duplex_bytes_per_second = 0;    ///< both directions at once, in total
+
+    /// The GEMM rate for a type and compute mode (0 when unknown).
+    [[nodiscard]] double gemm_flops(DType type, GemmCompute compute) const noexcept;
+};
+
+/// Measures `device` now (not cached). Failures of individual probes (a type the
+/// kernels lack, memory the device refuses) leave that rate 0; never throws for them.
+/// Throws only for failures outside the probes (BackendError making a queue).
+[[nodiscard]] DeviceRates measure_rates(Device& device);
+
+/// The rates of `device`, measured on first use and cached for the process under its
+/// identity (backend, index, name), so every Device object of one physical device
+/// shares them: the link once, and the GEMM rate of (type, compute) the first time
+/// that pair is asked for (other GEMM rates may still read 0). Thread-safe:
+/// concurrent first calls measure once. The reference stays valid for the process.
+[[nodiscard]] const DeviceRates& cached_rates(Device& device, DType type = DType::F32,
+                                              GemmCompute compute = GemmCompute::Exact);
+
+/// Fills limits' compute_flops and link fields from `rates` for this type and mode;
+/// leaves a field alone when the rate is unknown (0).
+void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, PlanLimits& limits) noexcept;
+
+}  // namespace outcore::tile

@@ -1,0 +1,441 @@
+#include "outcore/ops/gemm.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/tile/rates.hpp"
+
+namespace outcore::ops {
+
+namespace {
+
+constexpr const char* kComponent = "gemm";
+constexpr std::uint32_t kDefaultWriterThreads = 1;
+
+/// Packing threads: enough to keep a fast link fed from host memory (a big host packs
+/// tens of GB/s with a handful of cores), at least 2 so reading overlaps packing.
+std::uint32_t default_reader_threads() noexcept {
+    const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
+    return std::clamp<std::uint32_t>(cores / 2, 2, 8);
+}
+constexpr std::uint32_t kDownloadStaging = 2;  // one C tile drains while the next downloads
+
+/// How one input operand is cut into k-chunks. "Outer" is the operand's C dimension:
+/// m for A, n for B. A chunk covers outer range [o0, o0 + on) and k range [k0, k0 + kn)
+/// and is packed in the operand's stored orientation, so the kernel transposes (or
+/// not) exactly as the caller asked and the host never transposes a stored block.
+struct OperandCut {
+    const io::MatrixSource* source = nullptr;
+    /// The stored (logical) matrix has k along its rows: A with trans_a, B without trans_b.
+    bool k_rows = false;
+
+    /// Leading dimension of a packed chunk, in elements.
+    [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
+        return k_rows ? kn : on;
+    }
+    void read(std::uint64_t o0, std::uint64_t k0, std::uint64_t on, std::uint64_t kn, std::byte* dst) const {
+        if (k_rows) {
+            source->read(k0, o0, kn, on, dst, kn);
+        } else {
+            source->read(o0, k0, on, kn, dst, on);
+        }
+    }
+};
+
+std::uint64_t op_rows(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.cols() : s.rows(); }
+std::uint64_t op_cols(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.rows() : s.cols(); }
+
+/// Serialises progress calls and keeps them monotonic.
+class Progress {
+public:
+    Progress(const std::function<void(double)>& callback, std::uint64_t total)
+        : callback_(callback), total_(total) {}
+    void tile_done() {
+        if (!callback_) return;
+        std::lock_guard lock(mutex_);
+        ++done_;
+        callback_(static_cast<double>(done_) / static_cast<double>(total_));
+    }
+
+private:
+    const std::function<void(double)>& callback_;
+    std::uint64_t total_;
+    std::uint64_t done_ = 0;
+    std::mutex mutex_;
+};
+
+/// Feeds a resident panel through its ring of chunk slots (GemmPlan::a_slots /
+/// b_slots = k_chunks + prefetch_chunks): chunk c of panel r lives in slot
+/// (r·K + c) mod S. The current panel's chunks are uploaded as its first tile needs
+/// them; the next panel's first prefetch_chunks chunks go into the spare slots
+/// during the current panel's middle tiles, and the rest follow the last tile, each
+/// as soon as the chunk that held its slot has had its last use.
+class PanelFeeder {
+public:
+    PanelFeeder(tile::Pipeline& p, const std::vector<tile::SlotId>& ring, const OperandCut& cut,
+                const tile::GemmPlan& plan, std::uint64_t k, std::uint64_t w)
+        : p_(p),
+          ring_(ring),
+          cut_(cut),
+          tile_k_(plan.tile_k),
+          k_(k),
+          w_(w),
+          k_chunks_(plan.k_chunks()),
+          prefetch_(plan.prefetch_chunks) {}
+
+    /// Begins panel `panel_` + 1 (or the first): its outer range, and the next one's
+    /// (next_count 0 when there is none).
+    void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
+        if (started_) ++panel_;
+        started_ = true;
+        o0_ = o0;
+        on_ = on;
+        next_o0_ = next_o0;
+        next_on_ = next_on;
+        declared_ = declared_next_;
+        declared_next_ = 0;
+    }
+
+    /// The slot holding chunk `kc` of the current panel, uploading it (and any
+    /// earlier chunk not yet up) first.
+    tile::SlotId current(std::uint64_t kc) {
+        while (declared_ <= kc) {
+            upload(panel_, declared_, o0_, on_);
+            ++declared_;
+        }
+        return slot(panel_, kc);
+    }
+
+    /// Called at step `kc` of a non-first tile of the current panel (after its
+    /// streamed upload): one spare-slot chunk of the next panel per step, and on
+    /// the last tile every chunk whose slot step kc−1 released.
+    void prefetch(bool last_tile, std::uint64_t kc) {
+        if (next_on_ == 0) return;
+        if (last_tile) {
+            // Chunk c's slot was last used by chunk c − P of this panel: free once
+            // step c − P has been issued, i.e. c − P ≤ kc − 1.
+            while (declared_next_ < k_chunks_ && declared_next_ + 1 <= kc + prefetch_) {
+                upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+                ++declared_next_;
+            }
+        } else if (declared_next_ < prefetch_) {
+            upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+            ++declared_next_;
+        }
+    }
+
+private:
+    [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t kc) const {
+        return ring_[(panel * k_chunks_ + kc) % ring_.size()];
+    }
+    void upload(std::uint64_t panel, std::uint64_t kc, std::uint64_t o0, std::uint64_t on) {
+        const std::uint64_t k0 = kc * tile_k_;
+        const std::uint64_t kn = std::min(tile_k_, k_ - k0);
+        const OperandCut cut = cut_;
+        p_.upload(slot(panel, kc), 0, on * kn * w_,
+                  [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
+    }
+
+    tile::Pipeline& p_;
+    const std::vector<tile::SlotId>& ring_;
+    OperandCut cut_;
+    std::uint64_t tile_k_, k_, w_, k_chunks_, prefetch_;
+    std::uint64_t panel_ = 0;
+    bool started_ = false;
+    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
+    std::uint64_t declared_ = 0;       // chunks of the current panel uploaded
+    std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
+};
+
+std::uint64_t budget_for(const Device& device, const GemmOptions& options) noexcept {
+    return options.budget_bytes != 0 ? options.budget_bytes : device.info().recommended_working_set_bytes;
+}
+
+}  // namespace
+
+tile::GemmProblem gemm_problem(const io::MatrixSource& a, const io::MatrixSource& b, const io::MatrixSink& c,
+                               const GemmOptions& options) {
+    const std::uint32_t out_bytes = tile::gemm_output_bytes(options.type);  // UsageError for other types
+    const DType out_type = out_bytes == dtype_bytes(options.type) ? options.type : DType::F32;
+    auto check_type = [&](const char* name, DType have, DType want) {
+        if (have != want) {
+            throw UsageError(kComponent, fmt::format("{} holds {} elements, the GEMM needs {}", name,
+                                                     to_string(have), to_string(want)));
+        }
+    };
+    check_type("A", a.dtype(), options.type);
+    check_type("B", b.dtype(), options.type);
+    check_type("C", c.dtype(), out_type);
+
+    tile::GemmProblem p;
+    p.m = op_rows(a, options.trans_a);
+    p.k = op_cols(a, options.trans_a);
+    p.n = op_cols(b, options.trans_b);
+    p.type = options.type;
+    p.compute = options.compute;
+    p.trans_a = options.trans_a;
+    p.trans_b = options.trans_b;
+    p.beta_nonzero = options.beta != 0.0;
+    const std::uint64_t kb = op_rows(b, options.trans_b);
+    if (kb != p.k) {
+        throw UsageError(
+            kComponent,
+            fmt::format("op(A) is {}x{} but op(B) is {}x{}: the inner dimensions differ", p.m, p.k, kb, p.n));
+    }
+    if (c.rows() != p.m || c.cols() != p.n) {
+        throw UsageError(kComponent,
+                         fmt::format("C is {}x{} but op(A)·op(B) is {}x{}", c.rows(), c.cols(), p.m, p.n));
+    }
+    if (p.beta_nonzero) {
+        if (options.c_in == nullptr) {
+            throw UsageError(kComponent, "beta != 0 needs the input C (GemmOptions::c_in)");
+        }
+        check_type("the input C", options.c_in->dtype(), out_type);
+        if (options.c_in->rows() != p.m || options.c_in->cols() != p.n) {
+            throw UsageError(kComponent, fmt::format("the input C is {}x{}, C is {}x{}", options.c_in->rows(),
+                                                     options.c_in->cols(), p.m, p.n));
+        }
+    }
+    return p;
+}
+
+tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options) {
+    const DeviceInfo& info = device.info();
+    tile::PlanLimits limits;
+    limits.budget_bytes = budget_for(device, options);
+    limits.min_offset_alignment = info.min_offset_alignment;
+    limits.max_buffer_bytes = info.max_buffer_bytes;
+    limits.max_inline_bytes = info.max_inline_bytes;
+    limits.pipeline_depth = options.pipeline_depth;
+    limits.compute_flops = options.compute_flops;
+    limits.link_bytes_per_second = options.link_bytes_per_second;
+    limits.link_d2h_bytes_per_second = options.link_d2h_bytes_per_second;
+    limits.link_duplex_bytes_per_second = options.link_duplex_bytes_per_second;
+    if (options.measure_rates) {
+        // Measured rates fill only what the caller left unknown.
+        tile::PlanLimits measured;
+        tile::apply_rates(tile::cached_rates(device, options.type, options.compute), options.type,
+                          options.compute, measured);
+        if (limits.compute_flops == 0) limits.compute_flops = measured.compute_flops;
+        if (limits.link_bytes_per_second == 0) limits.link_bytes_per_second = measured.link_bytes_per_second;
+        if (limits.link_d2h_bytes_per_second == 0)
+            limits.link_d2h_bytes_per_second = measured.link_d2h_bytes_per_second;
+        if (limits.link_duplex_bytes_per_second == 0) {
+            limits.link_duplex_bytes_per_second = measured.link_duplex_bytes_per_second;
+        }
+    }
+    return limits;
+}
+
+tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::MatrixSource& b,
+                         const io::MatrixSink& c, const GemmOptions& options) {
+    const tile::GemmProblem problem = gemm_problem(a, b, c, options);
+    if (!device.kernels().supports_gemm(options.type, options.compute)) {
+        throw UsageError(
+            kComponent, fmt::format("device {} has no {}{} GEMM", device.info().id(), to_string(options.type),
+                                    options.compute == GemmCompute::FastTF32 ? " (tf32)" : ""));
+    }
+    const tile::PlanLimits limits = gemm_limits(device, options);
+    const bool fixed = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
+    if (fixed) {
+        if (!options.schedule) throw UsageError(kComponent, "fixed tiles need a schedule too");
+        return tile::plan_gemm_fixed(problem, limits, *options.schedule, options.tile_m, options.tile_n,
+                                     options.tile_k);
+    }
+    return options.schedule ? tile::plan_gemm(problem, limits, *options.schedule)
+                            : tile::plan_gemm(problem, limits);
+}
+
+GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::MatrixSource& a,
+                        const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options) {
+    const auto start = std::chrono::steady_clock::now();
+    const tile::GemmProblem problem = gemm_problem(a, b, c, options);
+    const tile::GemmProblem& pp = plan.problem;
+    if (pp.m != problem.m || pp.n != problem.n || pp.k != problem.k || pp.type != problem.type ||
+        pp.trans_a != problem.trans_a || pp.trans_b != problem.trans_b ||
+        pp.beta_nonzero != problem.beta_nonzero || pp.compute != problem.compute) {
+        throw UsageError(kComponent, "the plan was made for another problem");
+    }
+    if (plan.tile_m == 0 || plan.tile_n == 0 || plan.tile_k == 0 || plan.a_slots == 0 || plan.b_slots == 0 ||
+        plan.c_slots == 0) {
+        throw UsageError(kComponent, "the plan is empty (make it with plan_gemm)");
+    }
+    const std::uint64_t w = tile::gemm_input_bytes(problem.type);
+    const std::uint64_t wc = tile::gemm_output_bytes(problem.type);
+    const tile::TileGrid grid = plan.c_grid();
+    const std::uint64_t k_chunks = plan.k_chunks();
+    const bool beta_nonzero = problem.beta_nonzero;
+    const bool a_panel = plan.schedule == tile::GemmSchedule::APanelResident;
+    const bool b_panel = plan.schedule == tile::GemmSchedule::BPanelResident;
+
+    // Device slots, all from the plan: a ring of chunk slots per input operand (for a
+    // resident panel, k_chunks + prefetch_chunks of them) and c_slots C tiles.
+    tile::PipelineOptions po;
+    po.budget_bytes = budget_for(device, options);
+    for (std::uint32_t i = 0; i < plan.a_slots; ++i) po.slots.push_back({plan.a_slot_bytes, "gemm.a"});
+    for (std::uint32_t i = 0; i < plan.b_slots; ++i) po.slots.push_back({plan.b_slot_bytes, "gemm.b"});
+    for (std::uint32_t i = 0; i < plan.c_slots; ++i) po.slots.push_back({plan.c_slot_bytes, "gemm.c"});
+    const std::uint64_t a_chunk_bytes = plan.tile_m * plan.tile_k * w;
+    const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
+    const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
+    // Staging: enough buffers that each stream's fills can run a ring ahead.
+    const std::uint32_t streams = 2 + (beta_nonzero ? 1 : 0);
+    po.upload_staging = {.bytes = std::max({a_chunk_bytes, b_chunk_bytes, beta_nonzero ? c_tile_bytes : 0}),
+                         .count = streams * std::max<std::uint32_t>(plan.depth, 2)};
+    po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
+    po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
+    po.writer_threads = options.writer_threads != 0 ? options.writer_threads : kDefaultWriterThreads;
+    po.measure_busy = options.measure_busy;
+    po.staging_cache = options.staging_cache;
+
+    // Declared before the pipeline: drains running on its threads use it until the
+    // pipeline's destructor has joined them.
+    Progress progress(options.progress, grid.count());
+    tile::Pipeline p(device, po);
+    std::vector<tile::SlotId> a_ring;
+    std::vector<tile::SlotId> b_ring;
+    std::vector<tile::SlotId> c_ring;
+    std::uint32_t next = 0;
+    for (std::uint32_t i = 0; i < plan.a_slots; ++i) a_ring.push_back(tile::SlotId{next++});
+    for (std::uint32_t i = 0; i < plan.b_slots; ++i) b_ring.push_back(tile::SlotId{next++});
+    for (std::uint32_t i = 0; i < plan.c_slots; ++i) c_ring.push_back(tile::SlotId{next++});
+
+    const OperandCut a_cut{&a, problem.trans_a};
+    const OperandCut b_cut{&b, !problem.trans_b};
+    // Panel schedules walk C in panel order: "outer" is the panel (a row of tiles for
+    // A panels, a column for B panels), "inner" the tile within it.
+    const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
+    const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
+    PanelFeeder panel(p, a_panel ? a_ring : b_ring, a_panel ? a_cut : b_cut, plan, problem.k, w);
+    auto panel_extent = [&](std::uint64_t o) {
+        const tile::TileRect r = b_panel ? grid.tile(0, o) : grid.tile(o, 0);
+        return b_panel ? std::pair{r.col, r.size.cols} : std::pair{r.row, r.size.rows};
+    };
+
+    Kernels& kernels = device.kernels();
+    std::uint64_t a_next = 0;
+    std::uint64_t b_next = 0;
+    for (std::uint64_t t = 0; t < grid.count(); ++t) {
+        // Row-major tiles for SquareC and APanelResident, column-major for
+        // BPanelResident: consecutive tiles share the resident panel.
+        const std::uint64_t outer = t / inner_count;
+        const std::uint64_t inner = t % inner_count;
+        const tile::TileRect rect = b_panel ? grid.tile(inner, outer) : grid.tile(outer, inner);
+        const std::uint64_t i0 = rect.row;
+        const std::uint64_t j0 = rect.col;
+        const std::uint64_t mi = rect.size.rows;
+        const std::uint64_t nj = rect.size.cols;
+        const tile::SlotId cs = c_ring[t % c_ring.size()];
+        const std::uint64_t c_bytes = mi * nj * wc;
+        const bool has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count;
+        if ((a_panel || b_panel) && inner == 0) {
+            const auto [o0, on] = panel_extent(outer);
+            const auto [n0, nn] =
+                has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
+            panel.start(o0, on, n0, nn);
+        }
+        if (beta_nonzero) {
+            const io::MatrixSource* c_in = options.c_in;
+            p.upload(cs, 0, c_bytes, [c_in, i0, j0, mi, nj](std::span<std::byte> s) {
+                c_in->read(i0, j0, mi, nj, s.data(), mi);
+            });
+        }
+        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
+            const std::uint64_t k0 = kc * plan.tile_k;
+            const std::uint64_t kn = std::min(plan.tile_k, problem.k - k0);
+            const std::uint64_t a_bytes = mi * kn * w;
+            const std::uint64_t b_bytes = kn * nj * w;
+            tile::SlotId as{};
+            tile::SlotId bs{};
+            if (a_panel) {
+                as = panel.current(kc);
+            } else {
+                as = a_ring[a_next++ % a_ring.size()];
+                p.upload(as, 0, a_bytes, [a_cut, i0, k0, mi, kn](std::span<std::byte> s) {
+                    a_cut.read(i0, k0, mi, kn, s.data());
+                });
+            }
+            if (b_panel) {
+                bs = panel.current(kc);
+            } else {
+                bs = b_ring[b_next++ % b_ring.size()];
+                p.upload(bs, 0, b_bytes, [b_cut, j0, k0, nj, kn](std::span<std::byte> s) {
+                    b_cut.read(j0, k0, nj, kn, s.data());
+                });
+            }
+            // The next panel goes up behind this step's streamed chunk, never in
+            // front of it: an upload that must wait for a slot to be released would
+            // otherwise hold up the chunks the next steps need.
+            if (has_next_panel && inner > 0) panel.prefetch(inner + 1 == inner_count, kc);
+            if (has_next_panel && inner == 0 && inner_count == 1) panel.prefetch(true, kc);
+            GemmTileArgs args;
+            args.type = problem.type;
+            args.compute = problem.compute;
+            args.trans_a = problem.trans_a;
+            args.trans_b = problem.trans_b;
+            args.m = mi;
+            args.n = nj;
+            args.k = kn;
+            args.a = p.view(as).sub(0, a_bytes);
+            args.lda = a_cut.ld(mi, kn);
+            args.b = p.view(bs).sub(0, b_bytes);
+            args.ldb = b_cut.ld(nj, kn);
+            args.c = p.view(cs).sub(0, c_bytes);
+            args.ldc = mi;
+            args.alpha = options.alpha;
+            // β scales C once, on the first chunk; later chunks accumulate.
+            args.beta = kc == 0 ? options.beta : 1.0;
+            const bool overwrite = kc == 0 && !beta_nonzero;
+            p.compute({tile::reads(as), tile::reads(bs), overwrite ? tile::writes(cs) : tile::updates(cs)},
+                      [&](Queue& q) { kernels.gemm(q, args); });
+        }
+        p.download(cs, 0, c_bytes, [&c, &progress, i0, j0, mi, nj](std::span<const std::byte> s) {
+            c.write(i0, j0, mi, nj, s.data(), mi);
+            progress.tile_done();
+        });
+    }
+    const tile::PipelineStats stats = p.finish();
+
+    GemmReport r;
+    r.plan = plan;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double flops = 2.0 * static_cast<double>(problem.m) * static_cast<double>(problem.n) *
+                         static_cast<double>(problem.k);
+    r.tflops = r.seconds > 0 ? flops / r.seconds * 1e-12 : 0.0;
+    r.bytes_moved = stats.bytes_uploaded + stats.bytes_downloaded;
+    r.lower_bound_bytes = plan.lower_bound_bytes;
+    r.peak_device_bytes = stats.peak_device_bytes;
+    r.budget_bytes = stats.budget_bytes;
+    r.hidden_transfer_fraction = stats.hidden_transfer_fraction;
+    r.upload_busy_seconds = stats.upload_busy_seconds;
+    r.compute_busy_seconds = stats.compute_busy_seconds;
+    r.download_busy_seconds = stats.download_busy_seconds;
+    r.read_busy_seconds = stats.read_busy_seconds;
+    r.write_busy_seconds = stats.write_busy_seconds;
+    r.pipeline = stats;
+    return r;
+}
+
+GemmReport gemm(Device& device, const io::MatrixSource& a, const io::MatrixSource& b, io::MatrixSink& c,
+                const GemmOptions& options) {
+    const auto start = std::chrono::steady_clock::now();
+    const tile::GemmPlan plan = plan_gemm(device, a, b, c, options);
+    GemmReport r = execute_gemm(device, plan, a, b, c, options);
+    // Planning is part of the call's cost.
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double flops = 2.0 * static_cast<double>(plan.problem.m) * static_cast<double>(plan.problem.n) *
+                         static_cast<double>(plan.problem.k);
+    r.tflops = r.seconds > 0 ? flops / r.seconds * 1e-12 : 0.0;
+    return r;
+}
+
+}  // namespace outcore::ops

@@ -1,0 +1,459 @@
+#include "outcore/tile/gemm_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "plan_math.hpp"
+
+namespace outcore::tile {
+
+using detail::Axis;
+using detail::Count;
+
+namespace {
+
+constexpr std::uint64_t kEfficientTile = 256;  // below this a GEMM tile runs far from peak
+constexpr std::uint32_t kOutputSlots = 2;      // one C tile computes while the last downloads
+constexpr std::array kSchedules{GemmSchedule::SquareC, GemmSchedule::APanelResident,
+                                GemmSchedule::BPanelResident};
+
+void validate(const GemmProblem& p) {
+    if (p.m == 0 || p.n == 0 || p.k == 0) {
+        throw UsageError("tile", fmt::format("GEMM {}x{}x{}: m, n and k must be at least 1", p.m, p.n, p.k));
+    }
+    (void)gemm_input_bytes(p.type);
+    if (p.compute == GemmCompute::FastTF32 && p.type != DType::F32) {
+        throw UsageError("tile", fmt::format("GEMM: tf32 compute needs f32 data, not {}", to_string(p.type)));
+    }
+    if (p.beta_nonzero && p.tail == TailPolicy::ShiftInwards) {
+        throw UsageError("tile",
+                         "GEMM: the shift-inwards tail computes overlapped C elements twice, which is "
+                         "wrong when beta != 0; use the shrink tail");
+    }
+}
+
+std::string describe(const GemmProblem& p) {
+    const std::string_view type = p.compute == GemmCompute::FastTF32 ? "tf32" : to_string(p.type);
+    return fmt::format("GEMM {}x{}x{} {}", p.m, p.n, p.k, type);
+}
+
+// What every candidate shares.
+struct Context {
+    const GemmProblem& problem;
+    const PlanLimits& limits;
+    std::uint64_t w = 0;   // input element bytes
+    std::uint64_t wc = 0;  // C element bytes
+    detail::LinkModel link;
+    bool timed = false;  // both rates known: minimise time, else bytes
+};
+
+std::uint32_t ring_slots(Count uploads, std::uint32_t depth) {
+    return uploads.ok() && uploads.value() < depth ? static_cast<std::uint32_t>(uploads.value()) : depth;
+}
+
+std::uint32_t clamp_slots(Count slots) {
+    constexpr std::uint64_t kMax = std::numeric_limits<std::uint32_t>::max();
+    return static_cast<std::uint32_t>(std::min(slots.value(), kMax));
+}
+
+// The smallest footprint of a candidate (no panel prefetch); false when a slot
+// overflows or exceeds the largest binding. Separate from the byte counts so the
+// search rejects candidates that do not fit before costing them.
+bool fill_memory(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+                 GemmPlan& out) {
+    const std::uint64_t align = cx.limits.min_offset_alignment;
+    const std::uint32_t depth = cx.limits.pipeline_depth;
+    const Count tiles = Count(am.count) * an.count;
+    const Count chunk_uploads = tiles * ak.count;
+    const Count a_slot = detail::align_count(Count(am.tile) * ak.tile * cx.w, align);
+    const Count b_slot = detail::align_count(Count(ak.tile) * an.tile * cx.w, align);
+    // A resident panel is a ring of k-chunk slots, one per chunk of the panel: the
+    // same ring as a streamed operand, only deep enough to keep a whole panel.
+    const std::uint32_t a_slots =
+        s == GemmSchedule::APanelResident ? clamp_slots(Count(ak.count)) : ring_slots(chunk_uploads, depth);
+    const std::uint32_t b_slots =
+        s == GemmSchedule::BPanelResident ? clamp_slots(Count(ak.count)) : ring_slots(chunk_uploads, depth);
+    const Count c_slot = detail::align_count(Count(am.tile) * an.tile * cx.wc, align);
+    const std::uint32_t c_slots = tiles.ok() && tiles.value() == 1 ? 1 : kOutputSlots;
+    const Count device = Count(a_slots) * a_slot + Count(b_slots) * b_slot + Count(c_slots) * c_slot;
+    if (!device.ok() || ak.count > std::numeric_limits<std::uint32_t>::max()) return false;
+    const std::uint64_t max_slot = cx.limits.max_buffer_bytes;
+    if (a_slot.value() > max_slot || b_slot.value() > max_slot || c_slot.value() > max_slot) return false;
+    out.a_slots = a_slots;
+    out.b_slots = b_slots;
+    out.c_slots = c_slots;
+    out.prefetch_chunks = 0;
+    out.a_slot_bytes = a_slot.value();
+    out.b_slot_bytes = b_slot.value();
+    out.c_slot_bytes = c_slot.value();
+    out.device_bytes = device.value();
+    return true;
+}
+
+// Budget left over after the smallest footprint deepens the panel ring: the next
+// panel's first chunks upload while the current row still computes, which is what
+// hides a panel switch. At most one panel's worth, and only if there is a next panel.
+void add_prefetch(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+                  GemmPlan& out) {
+    const bool a_panel = s == GemmSchedule::APanelResident;
+    if (s == GemmSchedule::SquareC || (a_panel ? am.count : an.count) < 2) return;
+    const std::uint64_t chunk = a_panel ? out.a_slot_bytes : out.b_slot_bytes;
+    const std::uint64_t spare = cx.limits.budget_bytes - out.device_bytes;
+    std::uint32_t& slots = a_panel ? out.a_slots : out.b_slots;
+    const auto extra = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        {spare / chunk, ak.count, std::numeric_limits<std::uint32_t>::max() - slots}));
+    out.prefetch_chunks = extra;
+    slots += extra;
+    out.device_bytes += std::uint64_t{extra} * chunk;
+}
+
+// The model's run time of a costed candidate (docs/tiling.md, "time model").
+double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+                        const GemmPlan& c) {
+    const double flops = cx.limits.compute_flops;
+    const auto tm = static_cast<double>(am.tile);
+    const auto tn = static_cast<double>(an.tile);
+    const auto tk = static_cast<double>(ak.tile);
+    const auto k = static_cast<double>(cx.problem.k);
+    const auto w = static_cast<double>(cx.w);
+    const double c_tile = tm * tn * static_cast<double>(cx.wc);
+    const double c_up = cx.problem.beta_nonzero ? c_tile : 0.0;
+    const double step = 2.0 * tm * tn * tk / flops;
+    const double fixed =
+        c.call_overhead_seconds + cx.link.down_seconds(static_cast<double>(am.last * an.last * cx.wc));
+
+    const bool a_panel = s == GemmSchedule::APanelResident;
+    const std::uint64_t rows = a_panel ? am.count : an.count;     // panels
+    const std::uint64_t per_row = a_panel ? an.count : am.count;  // C tiles per panel
+    // A panel ring of one slot (one chunk, no prefetch) cannot take the next panel
+    // until the current one is used up: its uploads and the GEMMs then alternate.
+    const bool one_panel_slot = s != GemmSchedule::SquareC && ak.count + c.prefetch_chunks < 2;
+    if (s == GemmSchedule::SquareC || per_row < 2) {
+        // Streaming: small chunks flow through rings, so the link and the GEMMs overlap
+        // except at the ends. Compute-bound: fill + compute; link-bound: every upload
+        // back to back, then the last chunk's GEMM. Drain and call costs on top.
+        if (one_panel_slot) return c.transfer_seconds + c.compute_seconds + fixed;
+        const double fill = cx.link.up_seconds((tm * tk + tk * tn) * w + c_up);
+        return std::max(fill + c.compute_seconds, c.transfer_seconds + step) + fixed;
+    }
+    // Panels: phases, each as long as the slower of its link and compute work. The
+    // first tile waits for the whole first panel; the middle tiles of a row stream
+    // their operand and prefetch the next panel into the spare chunk slots; the
+    // last tile of a row and the first of the next overlap the rest of that panel,
+    // which can only go up as the old panel's chunks are released.
+    const double chunk = (a_panel ? tm * tk : tk * tn) * w;
+    const double panel = chunk * static_cast<double>(ak.count);
+    const double streamed = (a_panel ? k * tn : tm * k) * w;  // per C tile
+    const double tile_s = 2.0 * tm * tn * k / flops;
+    // A phase of `tiles` C tiles (tiles·k_chunks GEMM steps) overlaps its link and
+    // compute work chunk by chunk: the slower side plus one step of the faster one
+    // (a two-stage pipeline: n·max(a, b) + min(a, b)). Coarse chunks pay for it.
+    const auto steps_per_tile = static_cast<double>(ak.count);
+    auto phase = [&](double tiles, double extra_up) {
+        if (tiles <= 0 && extra_up <= 0) return 0.0;
+        const double link = cx.link.seconds(tiles * (streamed + c_up) + extra_up, tiles * c_tile);
+        const double compute = tiles * tile_s;
+        const double steps = std::max(1.0, tiles * steps_per_tile);
+        return std::max(link, compute) + std::min(link, compute) / steps;
+    };
+    const auto pre = static_cast<double>(c.prefetch_chunks);
+    const auto switches = static_cast<double>(rows - 1);
+    const auto n_row = static_cast<double>(per_row);
+    const double first = phase(1, panel);
+    if (rows == 1) return first + phase(n_row - 1, 0) + fixed;
+    const double middle = phase(n_row - 2, pre * chunk);
+    const double change = one_panel_slot ? phase(2, 0) + cx.link.up_seconds(panel)
+                                         : phase(2, (static_cast<double>(ak.count) - pre) * chunk);
+    return first + switches * (middle + change) + phase(n_row - 1, 0) + fixed;
+}
+
+// Bytes and time of a candidate whose memory is filled in; false on overflow.
+bool fill_cost(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+               GemmPlan& out) {
+    const GemmProblem& p = cx.problem;
+    const Count kw = Count(p.k) * cx.w;
+    // Each C tile reads its row of A and its column of B once over all k chunks; a
+    // resident panel is read once for its whole row (column) of tiles.
+    const Count a_reads = s == GemmSchedule::APanelResident ? Count(1) : Count(an.count);
+    const Count b_reads = s == GemmSchedule::BPanelResident ? Count(1) : Count(am.count);
+    const Count up_a = Count(am.sum) * kw * a_reads;
+    const Count up_b = Count(an.sum) * kw * b_reads;
+    const Count c_bytes = Count(am.sum) * an.sum * cx.wc;
+    const Count up = up_a + up_b + (p.beta_nonzero ? c_bytes : Count(0));
+    const Count moved = up + c_bytes;
+    const Count calls = Count(am.count) * an.count * ak.count;
+    if (!moved.ok() || !calls.ok()) return false;
+
+    out.bytes_to_device = up.value();
+    out.bytes_to_host = c_bytes.value();
+    out.bytes_moved = moved.value();
+    out.kernel_calls = calls.value();
+    out.flop_count =
+        2.0 * static_cast<double>(am.sum) * static_cast<double>(an.sum) * static_cast<double>(p.k);
+
+    const double flops = cx.limits.compute_flops;
+    out.compute_seconds = flops > 0 ? out.flop_count / flops : 0.0;
+    out.call_overhead_seconds =
+        flops > 0 ? static_cast<double>(out.kernel_calls) * cx.limits.kernel_call_seconds : 0.0;
+    out.transfer_seconds =
+        cx.link.seconds(static_cast<double>(out.bytes_to_device), static_cast<double>(out.bytes_to_host));
+    // Informative: the wait before the first GEMM and after the last one.
+    out.fill_seconds = cx.link.up_seconds(static_cast<double>(
+        (am.tile * ak.tile + ak.tile * an.tile) * cx.w + (p.beta_nonzero ? am.tile * an.tile * cx.wc : 0)));
+    out.drain_seconds = cx.link.down_seconds(static_cast<double>(am.last * an.last * cx.wc));
+    out.total_seconds = cx.timed ? estimate_seconds(cx, s, am, an, ak, out) : 0.0;
+    return true;
+}
+
+// Plans whose estimated times differ by less than this are equally fast: the model is
+// not that precise, and among them fewer bytes moved is the more robust choice (less
+// exposed to a slower or shared link).
+constexpr double kTimeSlack = 0.01;
+
+// Bytes, then larger tiles (fewer calls, better GEMM efficiency), then fewer calls.
+bool fewer_bytes(const GemmPlan& a, const GemmPlan& b) {
+    if (a.bytes_moved != b.bytes_moved) return a.bytes_moved < b.bytes_moved;
+    const double va =
+        static_cast<double>(a.tile_m) * static_cast<double>(a.tile_n) * static_cast<double>(a.tile_k);
+    const double vb =
+        static_cast<double>(b.tile_m) * static_cast<double>(b.tile_n) * static_cast<double>(b.tile_k);
+    if (va != vb) return va > vb;
+    return a.kernel_calls < b.kernel_calls;
+}
+
+// The chosen plan: with times known, the fewest bytes among those within kTimeSlack
+// of the fastest; otherwise simply the fewest bytes.
+std::optional<GemmPlan> choose(const std::vector<GemmPlan>& feasible, bool timed) {
+    if (feasible.empty()) return std::nullopt;
+    double fastest = std::numeric_limits<double>::infinity();
+    if (timed) {
+        for (const GemmPlan& c : feasible) fastest = std::min(fastest, c.total_seconds);
+    }
+    const GemmPlan* best = nullptr;
+    for (const GemmPlan& c : feasible) {
+        if (timed && c.total_seconds > fastest * (1.0 + kTimeSlack)) continue;
+        if (best == nullptr || fewer_bytes(c, *best)) best = &c;
+    }
+    return *best;
+}
+
+struct SearchResult {
+    std::vector<GemmPlan> feasible;  // costed candidates within the budget
+    std::uint64_t minimum_device_bytes = std::numeric_limits<std::uint64_t>::max();
+};
+
+// Tiles of at least min(extent, 256) in every dimension run near peak; smaller ones
+// are searched only when none of those fit (tiny budgets), which also keeps the
+// common search to about 12³ candidates per schedule.
+enum class Sizes : unsigned char { Efficient, All };
+
+std::vector<Axis> axes(std::uint64_t extent, TailPolicy tail, Sizes sizes) {
+    std::vector<Axis> out;
+    for (const std::uint64_t t : detail::tile_candidates(extent)) {
+        if (sizes == Sizes::Efficient && t < std::min(extent, kEfficientTile)) continue;
+        out.push_back(detail::make_axis(extent, t, tail));
+    }
+    return out;
+}
+
+SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedules, Sizes sizes) {
+    const GemmProblem& p = cx.problem;
+    const std::vector<Axis> ms = axes(p.m, p.tail, sizes);
+    const std::vector<Axis> ns = axes(p.n, p.tail, sizes);
+    const std::vector<Axis> ks = axes(p.k, TailPolicy::Shrink, sizes);
+
+    SearchResult r;
+    GemmPlan c;
+    c.problem = p;
+    c.tail = p.tail;
+    c.depth = cx.limits.pipeline_depth;
+    for (const GemmSchedule s : schedules) {
+        c.schedule = s;
+        for (const Axis& am : ms) {
+            for (const Axis& an : ns) {
+                for (const Axis& ak : ks) {
+                    if (!fill_memory(cx, s, am, an, ak, c)) continue;
+                    r.minimum_device_bytes = std::min(r.minimum_device_bytes, c.device_bytes);
+                    if (c.device_bytes > cx.limits.budget_bytes) continue;
+                    add_prefetch(cx, s, am, an, ak, c);
+                    c.tile_m = am.tile;
+                    c.tile_n = an.tile;
+                    c.tile_k = ak.tile;
+                    if (!fill_cost(cx, s, am, an, ak, c)) continue;
+                    r.feasible.push_back(c);
+                }
+            }
+        }
+    }
+    return r;
+}
+
+Context make_context(const GemmProblem& problem, const PlanLimits& limits) {
+    validate(problem);
+    detail::validate_limits(limits, "GEMM");
+    Context cx{problem,
+               limits,
+               gemm_input_bytes(problem.type),
+               gemm_output_bytes(problem.type),
+               detail::link_model(limits),
+               false};
+    cx.timed = limits.compute_flops > 0 && cx.link.known();
+    return cx;
+}
+
+[[noreturn]] void throw_no_fit(const Context& cx, std::uint64_t minimum_device_bytes) {
+    if (minimum_device_bytes == std::numeric_limits<std::uint64_t>::max()) {
+        throw UsageError("tile", fmt::format("{}: no tiling fits max_buffer_bytes {}", describe(cx.problem),
+                                             format_size(cx.limits.max_buffer_bytes)));
+    }
+    detail::throw_below_minimum(describe(cx.problem), minimum_device_bytes, cx.limits.budget_bytes);
+}
+
+GemmPlan best_plan(const Context& cx, const std::vector<GemmSchedule>& schedules) {
+    SearchResult r = search(cx, schedules, Sizes::Efficient);
+    if (r.feasible.empty()) r = search(cx, schedules, Sizes::All);
+    const std::optional<GemmPlan> best = choose(r.feasible, cx.timed);
+    if (!best) throw_no_fit(cx, r.minimum_device_bytes);
+    GemmPlan plan = *best;
+    plan.lower_bound_bytes = gemm_lower_bound_bytes(cx.problem, cx.limits.budget_bytes);
+    return plan;
+}
+
+void check_compulsory(const GemmProblem& p) {
+    // Throws for problems whose operands alone overflow 64-bit byte counts.
+    (void)gemm_lower_bound_bytes(p, 0);
+}
+
+}  // namespace
+
+std::string_view to_string(GemmSchedule schedule) noexcept {
+    switch (schedule) {
+        case GemmSchedule::SquareC: return "square-c";
+        case GemmSchedule::APanelResident: return "a-panel";
+        case GemmSchedule::BPanelResident: return "b-panel";
+    }
+    return "?";
+}
+
+TileGrid GemmPlan::c_grid() const { return TileGrid({problem.m, problem.n}, {tile_m, tile_n}, tail); }
+
+std::uint64_t GemmPlan::k_chunks() const noexcept { return tile_k == 0 ? 0 : ceil_div(problem.k, tile_k); }
+
+double GemmPlan::reuse_side() const noexcept {
+    auto harmonic = [](double a, double b) { return a > 0 && b > 0 ? 2.0 / (1.0 / a + 1.0 / b) : 0.0; };
+    const auto m = static_cast<double>(problem.m);
+    const auto n = static_cast<double>(problem.n);
+    const auto tm = static_cast<double>(tile_m);
+    const auto tn = static_cast<double>(tile_n);
+    switch (schedule) {
+        case GemmSchedule::SquareC: return harmonic(tm, tn);
+        case GemmSchedule::APanelResident: return harmonic(tm, n);
+        case GemmSchedule::BPanelResident: return harmonic(m, tn);
+    }
+    return 0.0;
+}
+
+std::uint32_t gemm_input_bytes(DType type) {
+    switch (type) {
+        case DType::F32:
+        case DType::F64:
+        case DType::BF16: return dtype_bytes(type);
+        case DType::F16:
+        case DType::U8:
+        case DType::U16: break;
+    }
+    throw UsageError(
+        "tile", fmt::format("GEMM does not take {} data (f32, f64, tf32 and bf16 only)", to_string(type)));
+}
+
+std::uint32_t gemm_output_bytes(DType type) { return type == DType::BF16 ? 4 : gemm_input_bytes(type); }
+
+std::uint64_t gemm_lower_bound_bytes(const GemmProblem& p, std::uint64_t budget_bytes) {
+    validate(p);
+    const std::uint64_t w = gemm_input_bytes(p.type);
+    const std::uint64_t wc = gemm_output_bytes(p.type);
+    const Count c = Count(p.m) * p.n * wc;
+    const Count compulsory = (Count(p.m) * p.k + Count(p.k) * p.n) * w + c + (p.beta_nonzero ? c : Count(0));
+    if (!compulsory.ok()) {
+        throw UsageError("tile", fmt::format("{}: the operands exceed 2^64 bytes", describe(p)));
+    }
+    // Smith et al. count elements through a fast memory of S elements; counting every
+    // element at the smallest size (and S at that size too) keeps it a true bound.
+    const long double s_elements = static_cast<long double>(budget_bytes / w);
+    if (s_elements < 1) return compulsory.value();
+    const long double mnk =
+        static_cast<long double>(p.m) * static_cast<long double>(p.n) * static_cast<long double>(p.k);
+    const long double smith =
+        (2.0L * mnk / std::sqrt(s_elements) - 2.0L * s_elements) * static_cast<long double>(w);
+    if (smith <= static_cast<long double>(compulsory.value())) return compulsory.value();
+    if (smith >= 18446744073709551615.0L) return std::numeric_limits<std::uint64_t>::max();
+    return static_cast<std::uint64_t>(smith);
+}
+
+GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits) {
+    const Context cx = make_context(problem, limits);
+    check_compulsory(problem);
+    return best_plan(cx, {kSchedules.begin(), kSchedules.end()});
+}
+
+GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule) {
+    const Context cx = make_context(problem, limits);
+    check_compulsory(problem);
+    return best_plan(cx, {schedule});
+}
+
+GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule,
+                         std::uint64_t tile_m, std::uint64_t tile_n, std::uint64_t tile_k) {
+    const Context cx = make_context(problem, limits);
+    check_compulsory(problem);
+    if (tile_m == 0 || tile_n == 0 || tile_k == 0) {
+        throw UsageError("tile",
+                         fmt::format("GEMM tile {}x{}x{} has a zero dimension", tile_m, tile_n, tile_k));
+    }
+    const Axis am = detail::make_axis(problem.m, tile_m, problem.tail);
+    const Axis an = detail::make_axis(problem.n, tile_n, problem.tail);
+    const Axis ak = detail::make_axis(problem.k, tile_k, TailPolicy::Shrink);
+    GemmPlan plan;
+    plan.problem = problem;
+    plan.schedule = schedule;
+    plan.tail = problem.tail;
+    plan.depth = limits.pipeline_depth;
+    plan.tile_m = am.tile;
+    plan.tile_n = an.tile;
+    plan.tile_k = ak.tile;
+    const std::string what = fmt::format("{} with {} tiles {}x{}x{}", describe(problem), to_string(schedule),
+                                         am.tile, an.tile, ak.tile);
+    if (!fill_memory(cx, schedule, am, an, ak, plan)) {
+        throw UsageError("tile", fmt::format("{}: a slot exceeds max_buffer_bytes {}", what,
+                                             format_size(limits.max_buffer_bytes)));
+    }
+    if (plan.device_bytes > limits.budget_bytes)
+        detail::throw_below_minimum(what, plan.device_bytes, limits.budget_bytes);
+    add_prefetch(cx, schedule, am, an, ak, plan);
+    if (!fill_cost(cx, schedule, am, an, ak, plan)) {
+        throw UsageError("tile", fmt::format("{}: bytes moved exceed 2^64", what));
+    }
+    plan.lower_bound_bytes = gemm_lower_bound_bytes(problem, limits.budget_bytes);
+    return plan;
+}
+
+std::uint64_t gemm_minimum_budget(const GemmProblem& problem, const PlanLimits& limits) {
+    PlanLimits unlimited = limits;
+    unlimited.budget_bytes = 0;  // nothing fits: the search only records footprints
+    const Context cx = make_context(problem, unlimited);
+    check_compulsory(problem);
+    const SearchResult r = search(cx, {kSchedules.begin(), kSchedules.end()}, Sizes::All);
+    if (r.minimum_device_bytes == std::numeric_limits<std::uint64_t>::max())
+        throw_no_fit(cx, r.minimum_device_bytes);
+    return r.minimum_device_bytes;
+}
+
+}  // namespace outcore::tile

@@ -1,0 +1,709 @@
+#include "outcore/tile/pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+#include "outcore/core/size.hpp"
+
+namespace outcore::tile {
+
+namespace {
+
+constexpr const char* kComponent = "pipeline";
+// Staging buffers start on page boundaries: DMA engines and memcpy both like it.
+constexpr std::uint64_t kStagingAlignment = 4096;
+
+/// Calls `f` on scope exit; for cleanup that must run on every path of a task.
+template <typename F>
+class ScopeExit {
+public:
+    explicit ScopeExit(F f) : f_(std::move(f)) {}
+    ScopeExit(const ScopeExit&) = delete;
+    ScopeExit& operator=(const ScopeExit&) = delete;
+    ~ScopeExit() { f_(); }
+
+private:
+    F f_;
+};
+
+bool writes_to(Access a) noexcept { return a != Access::Read; }
+
+}  // namespace
+
+// --- HostStage: a few threads running tasks in FIFO order -------------------------
+
+class Pipeline::HostStage {
+public:
+    HostStage(Pipeline& owner, std::uint32_t thread_count) : owner_(owner) {
+        threads_.reserve(thread_count);
+        try {
+            for (std::uint32_t i = 0; i < thread_count; ++i) threads_.emplace_back([this] { run(); });
+        } catch (...) {
+            stop();
+            join();
+            throw;
+        }
+    }
+    HostStage(const HostStage&) = delete;
+    HostStage& operator=(const HostStage&) = delete;
+    ~HostStage() {
+        stop();
+        join();
+    }
+
+    void submit(std::function<void()> task) {
+        {
+            std::lock_guard lock(mutex_);
+            if (stopping_) return;
+            tasks_.push_back(std::move(task));
+        }
+        cv_.notify_one();
+    }
+
+    /// Drops tasks not yet started and wakes every thread; running tasks finish.
+    void stop() noexcept {
+        std::deque<std::function<void()>> dropped;
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+            dropped.swap(tasks_);
+        }
+        cv_.notify_all();
+    }
+
+private:
+    void join() noexcept {
+        for (std::thread& t : threads_) {
+            if (t.joinable()) t.join();
+        }
+        threads_.clear();
+    }
+
+    void run() noexcept {
+        for (;;) {
+            std::function<void()> task;
+            {
+                std::unique_lock lock(mutex_);
+                cv_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
+                if (stopping_) return;
+                task = std::move(tasks_.front());
+                tasks_.pop_front();
+            }
+            try {
+                task();
+            } catch (...) {
+                owner_.record_error(std::current_exception());
+            }
+        }
+    }
+
+    Pipeline& owner_;
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> tasks_;
+    bool stopping_ = false;
+    std::vector<std::thread> threads_;
+};
+
+// --- construction ---------------------------------------------------------------
+
+Pipeline::Pipeline(Device& device, PipelineOptions options)
+    : device_(&device),
+      options_(std::move(options)),
+      budget_(device, alloc::BudgetOptions{.limit_bytes = options_.budget_bytes, .kind = MemoryKind::Device}),
+      statistics_(budget_) {
+    if (options_.budget_bytes == 0) throw UsageError(kComponent, "the device budget must be at least 1 byte");
+    for (const StagingSpec* s : {&options_.upload_staging, &options_.download_staging}) {
+        if (s->count > 0 && s->bytes == 0) throw UsageError(kComponent, "a staging ring of 0-byte buffers");
+    }
+    if (options_.upload_staging.count > 0 && options_.reader_threads == 0) {
+        throw UsageError(kComponent, "upload staging needs at least one reader thread");
+    }
+    if (options_.download_staging.count > 0 && options_.writer_threads == 0) {
+        throw UsageError(kComponent, "download staging needs at least one writer thread");
+    }
+    const DeviceInfo& info = device.info();
+    const std::uint64_t align = info.min_offset_alignment;
+    std::uint64_t total = 0;
+    for (const SlotSpec& s : options_.slots) {
+        if (s.bytes == 0) throw UsageError(kComponent, fmt::format("slot '{}' has 0 bytes", s.tag));
+        total = checked_add(total, checked_align_up(s.bytes, align, kComponent), kComponent);
+    }
+
+    queues_[kUpload] = device.create_queue(QueueRole::Upload);
+    queues_[kCompute] = device.create_queue(QueueRole::Compute);
+    queues_[kDownload] = device.create_queue(QueueRole::Download);
+
+    if (total > 0) {
+        // One native block for every slot when the device allows, so the footprint is
+        // exactly the sum of the slots; the Budget below the heap refuses it if that
+        // is over the budget.
+        heap_.emplace(statistics_, align,
+                      alloc::HeapOptions{.kind = MemoryKind::Device,
+                                         .block_bytes = total,
+                                         .never_grow = true,
+                                         .tag = "pipeline.slots"});
+        if (total <= info.max_allocation_bytes) {
+            heap_->reserve(total);
+        } else {
+            for (const SlotSpec& s : options_.slots)
+                heap_->reserve(checked_align_up(s.bytes, align, kComponent));
+        }
+        // Largest first, so the exact-fit placements are the small ones at the end.
+        std::vector<std::size_t> order(options_.slots.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+            return options_.slots[a].bytes > options_.slots[b].bytes;
+        });
+        slot_blocks_.resize(options_.slots.size());
+        for (const std::size_t i : order) {
+            slot_blocks_[i] = heap_->allocate({.bytes = options_.slots[i].bytes,
+                                               .kind = MemoryKind::Device,
+                                               .alignment = 0,
+                                               .tag = options_.slots[i].tag});
+        }
+    }
+    slots_.reserve(options_.slots.size());
+    tracks_.resize(options_.slots.size());
+    for (std::size_t i = 0; i < options_.slots.size(); ++i) {
+        slots_.push_back(Slot{.view = BufferView(slot_blocks_[i]),
+                              .track = static_cast<std::uint32_t>(i),
+                              .parent = UINT32_MAX});
+    }
+
+    auto make_ring = [&](const StagingSpec& spec, std::vector<Block>& buffers,
+                         std::vector<std::unique_ptr<Event>>& events, std::string_view tag) {
+        if (spec.count == 0) return;
+        if (options_.staging_cache != nullptr) {
+            buffers = options_.staging_cache->take(spec.bytes, spec.count);
+        } else {
+            for (std::uint32_t i = 0; i < spec.count; ++i) {
+                buffers.push_back(statistics_.allocate({.bytes = spec.bytes,
+                                                        .kind = MemoryKind::HostPinned,
+                                                        .alignment = kStagingAlignment,
+                                                        .tag = tag}));
+            }
+        }
+        for (std::uint32_t i = 0; i < spec.count; ++i) events.push_back(device.create_event());
+    };
+    make_ring(options_.upload_staging, up_staging_, up_events_, "pipeline.staging.up");
+    make_ring(options_.download_staging, down_staging_, down_events_, "pipeline.staging.down");
+    for (std::uint32_t i = 0; i < options_.upload_staging.count; ++i) up_free_.push_back(i);
+    up_ready_.assign(options_.upload_staging.count, 0);
+    for (std::uint32_t i = 0; i < options_.download_staging.count; ++i) down_free_.push_back(i);
+
+    if (options_.upload_staging.count > 0)
+        readers_ = std::make_unique<HostStage>(*this, options_.reader_threads);
+    if (options_.download_staging.count > 0) {
+        writers_ = std::make_unique<HostStage>(*this, options_.writer_threads);
+    }
+    start_ = std::chrono::steady_clock::now();
+}
+
+Pipeline::~Pipeline() {
+    // Threads first stop taking tasks; in-flight device work then finishes (a task
+    // waiting on an event of it can return), and only then are the threads joined
+    // and the memory freed, in reverse order of the members.
+    if (readers_) readers_->stop();
+    if (writers_) writers_->stop();
+    for (const std::unique_ptr<Queue>& q : queues_) {
+        if (!q) continue;
+        try {
+            q->synchronize();
+        } catch (...) {
+            // Already recorded, or the run is being abandoned: nothing left to report to.
+        }
+    }
+    readers_.reset();
+    writers_.reset();
+    if (options_.staging_cache != nullptr) {
+        options_.staging_cache->give_back(up_staging_);
+        options_.staging_cache->give_back(down_staging_);
+    }
+    if (!finished_ && started_ && !failed()) {
+        log::debug(kComponent, "pipeline destroyed before finish(): unfinished work abandoned");
+    }
+}
+
+// --- slots -----------------------------------------------------------------------
+
+const Pipeline::Slot& Pipeline::slot_of(SlotId id, const char* what) const {
+    if (id.index >= slots_.size()) {
+        throw UsageError(kComponent,
+                         fmt::format("{}: slot {} does not exist ({} slots)", what, id.index, slots_.size()));
+    }
+    const Slot& s = slots_[id.index];
+    if (tracks_[s.track].split) {
+        throw UsageError(kComponent,
+                         fmt::format("{}: slot {} was split into regions; use the regions", what, id.index));
+    }
+    return s;
+}
+
+BufferView Pipeline::checked_range(SlotId id, std::uint64_t offset, std::uint64_t bytes,
+                                   const char* what) const {
+    const Slot& s = slot_of(id, what);
+    if (bytes == 0 || offset > s.view.bytes || bytes > s.view.bytes - offset) {
+        throw UsageError(kComponent, fmt::format("{}: range [{}, +{}) outside slot {} of {} bytes", what,
+                                                 offset, bytes, id.index, s.view.bytes));
+    }
+    return s.view.sub(offset, bytes);
+}
+
+SlotId Pipeline::region(SlotId parent, std::uint64_t offset, std::uint64_t bytes) {
+    if (started_) throw UsageError(kComponent, "region: slots can only be split before the first operation");
+    if (parent.index >= slots_.size()) throw UsageError(kComponent, "region: no such slot");
+    const Slot p = slots_[parent.index];
+    if (bytes == 0 || offset > p.view.bytes || bytes > p.view.bytes - offset) {
+        throw UsageError(kComponent, fmt::format("region: [{}, +{}) outside a slot of {} bytes", offset,
+                                                 bytes, p.view.bytes));
+    }
+    for (const Slot& s : slots_) {
+        if (s.parent != parent.index) continue;
+        const std::uint64_t s_begin = s.view.offset - p.view.offset;
+        if (s_begin < offset + bytes && offset < s_begin + s.view.bytes) {
+            throw UsageError(kComponent, fmt::format("region: [{}, +{}) overlaps another region of slot {}",
+                                                     offset, bytes, parent.index));
+        }
+    }
+    tracks_[p.track].split = true;
+    tracks_.emplace_back();
+    slots_.push_back(Slot{.view = p.view.sub(offset, bytes),
+                          .track = static_cast<std::uint32_t>(tracks_.size() - 1),
+                          .parent = parent.index});
+    return SlotId{static_cast<std::uint32_t>(slots_.size() - 1)};
+}
+
+SlotId Pipeline::alias(SlotId parent, std::uint64_t offset, std::uint64_t bytes) {
+    const Slot p = slot_of(parent, "alias");
+    if (bytes == 0 || offset > p.view.bytes || bytes > p.view.bytes - offset) {
+        throw UsageError(kComponent, fmt::format("alias: [{}, +{}) outside a slot of {} bytes", offset, bytes,
+                                                 p.view.bytes));
+    }
+    slots_.push_back(Slot{.view = p.view.sub(offset, bytes), .track = p.track, .parent = UINT32_MAX});
+    return SlotId{static_cast<std::uint32_t>(slots_.size() - 1)};
+}
+
+BufferView Pipeline::view(SlotId slot) const { return slot_of(slot, "view").view; }
+
+// --- errors ----------------------------------------------------------------------
+
+void Pipeline::record_error(std::exception_ptr error) noexcept {
+    {
+        std::lock_guard lock(host_mutex_);
+        if (!first_error_) first_error_ = std::move(error);
+        failed_.store(true, std::memory_order_release);
+    }
+    host_cv_.notify_all();
+}
+
+void Pipeline::rethrow_first_error() const {
+    std::exception_ptr e;
+    {
+        std::lock_guard lock(host_mutex_);
+        e = first_error_;
+    }
+    if (!e) throw InternalError(kComponent, "failed without an error");
+    std::rethrow_exception(e);
+}
+
+void Pipeline::check_usable(const char* what) const {
+    if (finished_) throw UsageError(kComponent, fmt::format("{} after finish()", what));
+    if (failed()) rethrow_first_error();
+}
+
+// --- dependency tracking ---------------------------------------------------------
+
+void Pipeline::wait_hazards(unsigned queue, std::uint32_t track, Access access) {
+    Track& t = tracks_[track];
+    for (unsigned p = 0; p < kQueueCount; ++p) {
+        if (p == queue) continue;  // a queue runs its own work in order
+        // Reads wait for other queues' writes; writes also for their reads.
+        const std::uint64_t latest = writes_to(access) ? t.access_seq[p] : t.write_seq[p];
+        if (latest <= t.seen[queue][p]) continue;
+        queues_[queue]->wait(*t.event[p]);
+        t.seen[queue][p] = t.access_seq[p];  // the wait covers every access recorded so far
+    }
+}
+
+void Pipeline::note_access(unsigned queue, std::uint32_t track, Access access) {
+    Track& t = tracks_[track];
+    if (!t.event[queue]) t.event[queue] = device_->create_event();
+    queues_[queue]->record(*t.event[queue]);
+    const std::uint64_t seq = ++seq_;
+    t.access_seq[queue] = seq;
+    if (writes_to(access)) t.write_seq[queue] = seq;
+}
+
+std::int64_t Pipeline::now_ns() const noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_)
+        .count();
+}
+
+Pipeline::Interval* Pipeline::begin_busy(unsigned queue) {
+    if (!options_.measure_busy) return nullptr;
+    Interval* interval = &intervals_[queue].emplace_back();
+    queues_[queue]->host_task([this, interval] { interval->begin_ns = now_ns(); });
+    return interval;
+}
+
+void Pipeline::end_busy(unsigned queue, Interval* interval) {
+    if (interval == nullptr) return;
+    queues_[queue]->host_task([this, interval] { interval->end_ns = now_ns(); });
+}
+
+// --- uploads ---------------------------------------------------------------------
+
+void Pipeline::upload(SlotId dst, std::uint64_t offset, std::uint64_t bytes, FillFunction fill) {
+    check_usable("upload");
+    try {
+        (void)checked_range(dst, offset, bytes, "upload");
+        if (options_.upload_staging.count == 0)
+            throw UsageError(kComponent, "upload: the pipeline has no upload staging");
+        if (bytes > options_.upload_staging.bytes) {
+            throw UsageError(kComponent, fmt::format("upload of {} bytes exceeds the {}-byte staging buffers",
+                                                     bytes, options_.upload_staging.bytes));
+        }
+        if (!fill) throw UsageError(kComponent, "upload without a fill function");
+        started_ = true;
+        issue_ready_uploads();
+        // Every busy staging buffer belongs to a pending upload: issuing the oldest
+        // one frees its buffer for this fill (back-pressure).
+        while (up_free_.empty()) issue_front_upload();
+        const std::uint32_t index = up_free_.front();
+        up_free_.pop_front();
+        {
+            std::lock_guard lock(host_mutex_);
+            up_ready_[index] = 0;
+        }
+        pending_.push_back(
+            PendingUpload{.dst = dst, .offset = offset, .bytes = bytes, .staging = index, .host = nullptr});
+        std::byte* data = up_staging_[index].host();
+        readers_->submit([this, index, bytes, data, fill = std::move(fill)] {
+            if (failed()) return;
+            // The upload that last read this buffer must be done before it is refilled.
+            up_events_[index]->wait();
+            const std::int64_t t0 = now_ns();
+            fill(std::span<std::byte>(data, static_cast<std::size_t>(bytes)));
+            read_busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+            {
+                std::lock_guard lock(host_mutex_);
+                up_ready_[index] = 1;
+            }
+            host_cv_.notify_all();
+        });
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+void Pipeline::upload_from(SlotId dst, std::uint64_t offset, const void* host, std::uint64_t bytes) {
+    check_usable("upload_from");
+    try {
+        (void)checked_range(dst, offset, bytes, "upload_from");
+        if (host == nullptr) throw UsageError(kComponent, "upload_from a null host pointer");
+        started_ = true;
+        issue_ready_uploads();
+        pending_.push_back(
+            PendingUpload{.dst = dst, .offset = offset, .bytes = bytes, .staging = kDirect, .host = host});
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+void Pipeline::issue_front_upload() {
+    if (pending_.empty()) throw InternalError(kComponent, "no pending upload to issue");
+    const PendingUpload u = pending_.front();
+    if (u.staging != kDirect) {
+        std::unique_lock lock(host_mutex_);
+        host_cv_.wait(lock, [&] { return up_ready_[u.staging] != 0 || failed(); });
+        if (failed()) {
+            lock.unlock();
+            rethrow_first_error();
+        }
+        up_ready_[u.staging] = 0;
+    }
+    pending_.pop_front();
+    const Slot& s = slots_[u.dst.index];
+    const BufferView dst = s.view.sub(u.offset, u.bytes);
+    Queue& q = *queues_[kUpload];
+    wait_hazards(kUpload, s.track, Access::Write);
+    Interval* busy = begin_busy(kUpload);
+    if (u.staging == kDirect) {
+        q.upload(u.host, dst);
+    } else {
+        q.copy(BufferView(up_staging_[u.staging], 0, u.bytes), dst);
+    }
+    end_busy(kUpload, busy);
+    if (u.staging != kDirect) {
+        q.record(*up_events_[u.staging]);
+        up_free_.push_back(u.staging);
+    }
+    note_access(kUpload, s.track, Access::Write);
+    stats_.bytes_uploaded += u.bytes;
+    ++stats_.upload_count;
+}
+
+bool Pipeline::front_upload_ready_locked() const {
+    return !pending_.empty() &&
+           (pending_.front().staging == kDirect || up_ready_[pending_.front().staging] != 0);
+}
+
+void Pipeline::issue_ready_uploads() {
+    // Uploads go to the device as soon as their fill is done, not when first needed,
+    // so a prefetch (the next GEMM panel) really runs ahead. FIFO order is kept:
+    // the upload queue then runs in program order.
+    for (;;) {
+        {
+            std::lock_guard lock(host_mutex_);
+            if (!front_upload_ready_locked()) return;
+        }
+        issue_front_upload();
+    }
+}
+
+void Pipeline::flush_uploads_for(std::span<const SlotAccess> accesses) {
+    // Issue, in order, every pending upload up to the last one this operation
+    // depends on; later ones keep filling.
+    std::size_t last = 0;
+    bool any = false;
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+        const std::uint32_t track = slots_[pending_[i].dst.index].track;
+        for (const SlotAccess& a : accesses) {
+            if (slots_[a.slot.index].track == track) {
+                last = i;
+                any = true;
+            }
+        }
+    }
+    if (!any) return;
+    for (std::size_t n = last + 1; n > 0; --n) issue_front_upload();
+}
+
+// --- compute ---------------------------------------------------------------------
+
+void Pipeline::compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue) {
+    compute(std::span<const SlotAccess>(accesses.begin(), accesses.size()), enqueue);
+}
+
+void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue) {
+    check_usable("compute");
+    try {
+        for (const SlotAccess& a : accesses) (void)slot_of(a.slot, "compute");
+        if (!enqueue) throw UsageError(kComponent, "compute without a function");
+        started_ = true;
+        flush_uploads_for(accesses);
+        issue_ready_uploads();
+        for (const SlotAccess& a : accesses) wait_hazards(kCompute, slots_[a.slot.index].track, a.access);
+        Interval* busy = begin_busy(kCompute);
+        enqueue(*queues_[kCompute]);
+        end_busy(kCompute, busy);
+        for (const SlotAccess& a : accesses) note_access(kCompute, slots_[a.slot.index].track, a.access);
+        ++stats_.compute_count;
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+// --- downloads -------------------------------------------------------------------
+
+std::uint32_t Pipeline::acquire_download_staging() {
+    for (;;) {
+        bool issue = false;
+        {
+            std::unique_lock lock(host_mutex_);
+            // While every buffer is draining, keep feeding the upload queue.
+            host_cv_.wait(lock,
+                          [&] { return !down_free_.empty() || failed() || front_upload_ready_locked(); });
+            if (failed()) {
+                lock.unlock();
+                rethrow_first_error();
+            }
+            if (!down_free_.empty()) {
+                const std::uint32_t index = down_free_.front();
+                down_free_.pop_front();
+                ++drains_outstanding_;
+                return index;
+            }
+            issue = true;
+        }
+        if (issue) issue_front_upload();
+    }
+}
+
+void Pipeline::download(SlotId src, std::uint64_t offset, std::uint64_t bytes, DrainFunction drain) {
+    check_usable("download");
+    try {
+        const BufferView from = checked_range(src, offset, bytes, "download");
+        if (options_.download_staging.count == 0) {
+            throw UsageError(kComponent, "download: the pipeline has no download staging");
+        }
+        if (bytes > options_.download_staging.bytes) {
+            throw UsageError(kComponent,
+                             fmt::format("download of {} bytes exceeds the {}-byte staging buffers", bytes,
+                                         options_.download_staging.bytes));
+        }
+        if (!drain) throw UsageError(kComponent, "download without a drain function");
+        started_ = true;
+        const SlotAccess access = reads(src);
+        flush_uploads_for(std::span<const SlotAccess>(&access, 1));
+        const std::uint32_t index = acquire_download_staging();
+        // From here the buffer is ours: give it back on every path.
+        bool submitted = false;
+        ScopeExit give_back([&] {
+            if (submitted) return;
+            {
+                std::lock_guard lock(host_mutex_);
+                down_free_.push_back(index);
+                --drains_outstanding_;
+            }
+            host_cv_.notify_all();
+        });
+        const std::uint32_t track = slots_[src.index].track;
+        Queue& q = *queues_[kDownload];
+        wait_hazards(kDownload, track, Access::Read);
+        Interval* busy = begin_busy(kDownload);
+        q.copy(from, BufferView(down_staging_[index], 0, bytes));
+        end_busy(kDownload, busy);
+        q.record(*down_events_[index]);
+        note_access(kDownload, track, Access::Read);
+        stats_.bytes_downloaded += bytes;
+        ++stats_.download_count;
+        const std::byte* data = down_staging_[index].host();
+        writers_->submit([this, index, bytes, data, drain = std::move(drain)] {
+            ScopeExit release([&] {
+                {
+                    std::lock_guard lock(host_mutex_);
+                    down_free_.push_back(index);
+                    --drains_outstanding_;
+                }
+                host_cv_.notify_all();
+            });
+            if (failed()) return;
+            // Recorded before the buffer is released, so finish() cannot see the
+            // drains idle without seeing this failure.
+            try {
+                down_events_[index]->wait();
+                const std::int64_t t0 = now_ns();
+                drain(std::span<const std::byte>(data, static_cast<std::size_t>(bytes)));
+                write_busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+            } catch (...) {
+                record_error(std::current_exception());
+            }
+        });
+        submitted = true;
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+void Pipeline::download_to(SlotId src, std::uint64_t offset, void* host, std::uint64_t bytes) {
+    check_usable("download_to");
+    try {
+        const BufferView from = checked_range(src, offset, bytes, "download_to");
+        if (host == nullptr) throw UsageError(kComponent, "download_to a null host pointer");
+        started_ = true;
+        const SlotAccess access = reads(src);
+        flush_uploads_for(std::span<const SlotAccess>(&access, 1));
+        const std::uint32_t track = slots_[src.index].track;
+        Queue& q = *queues_[kDownload];
+        wait_hazards(kDownload, track, Access::Read);
+        Interval* busy = begin_busy(kDownload);
+        q.download(from, host);
+        end_busy(kDownload, busy);
+        note_access(kDownload, track, Access::Read);
+        stats_.bytes_downloaded += bytes;
+        ++stats_.download_count;
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+// --- finish ----------------------------------------------------------------------
+
+void Pipeline::wait_drains_idle() {
+    std::unique_lock lock(host_mutex_);
+    host_cv_.wait(lock, [&] { return drains_outstanding_ == 0 || failed(); });
+}
+
+PipelineStats Pipeline::finish() {
+    if (finished_) throw UsageError(kComponent, "finish() called twice");
+    if (!failed()) {
+        try {
+            while (!pending_.empty()) issue_front_upload();
+            wait_drains_idle();
+        } catch (...) {
+            record_error(std::current_exception());
+        }
+    }
+    // Every queue is drained even after a failure, so what is in flight ends here.
+    for (const std::unique_ptr<Queue>& q : queues_) {
+        try {
+            q->synchronize();
+        } catch (...) {
+            record_error(std::current_exception());
+        }
+    }
+    if (!failed()) wait_drains_idle();
+    finished_ = true;
+    if (failed()) rethrow_first_error();
+    compute_stats();
+    return stats_;
+}
+
+void Pipeline::compute_stats() {
+    PipelineStats& s = stats_;
+    s.wall_seconds = static_cast<double>(now_ns()) * 1e-9;
+    auto busy = [&](unsigned q) {
+        std::int64_t total = 0;
+        for (const Interval& i : intervals_[q]) total += std::max<std::int64_t>(0, i.end_ns - i.begin_ns);
+        return total;
+    };
+    // |X ∩ C| for the sorted, disjoint intervals of one queue against those of compute.
+    auto overlap_with_compute = [&](unsigned q) {
+        const std::deque<Interval>& c = intervals_[kCompute];
+        std::int64_t total = 0;
+        std::size_t j = 0;
+        for (const Interval& x : intervals_[q]) {
+            while (j < c.size() && c[j].end_ns <= x.begin_ns) ++j;
+            for (std::size_t k = j; k < c.size() && c[k].begin_ns < x.end_ns; ++k) {
+                total += std::max<std::int64_t>(
+                    0, std::min(x.end_ns, c[k].end_ns) - std::max(x.begin_ns, c[k].begin_ns));
+            }
+        }
+        return total;
+    };
+    const std::int64_t up = busy(kUpload);
+    const std::int64_t down = busy(kDownload);
+    const std::int64_t transfer = up + down;
+    const std::int64_t hidden = overlap_with_compute(kUpload) + overlap_with_compute(kDownload);
+    s.upload_busy_seconds = static_cast<double>(up) * 1e-9;
+    s.compute_busy_seconds = static_cast<double>(busy(kCompute)) * 1e-9;
+    s.download_busy_seconds = static_cast<double>(down) * 1e-9;
+    s.read_busy_seconds = static_cast<double>(read_busy_ns_.load()) * 1e-9;
+    s.write_busy_seconds = static_cast<double>(write_busy_ns_.load()) * 1e-9;
+    s.transfer_seconds = static_cast<double>(transfer) * 1e-9;
+    s.exposed_transfer_seconds = static_cast<double>(transfer - hidden) * 1e-9;
+    s.hidden_transfer_fraction =
+        transfer > 0 ? static_cast<double>(hidden) / static_cast<double>(transfer) : 1.0;
+    const alloc::StatisticsSnapshot snap = statistics_.snapshot();
+    s.peak_device_bytes = snap.of(MemoryKind::Device).peak_bytes;
+    s.budget_bytes = options_.budget_bytes;
+    s.slot_bytes = heap_ ? heap_->statistics().bytes_reserved : 0;
+    s.staging_bytes = 0;
+    for (const std::vector<Block>* ring : {&up_staging_, &down_staging_}) {
+        for (const Block& b : *ring) s.staging_bytes += b.bytes();
+    }
+}
+
+}  // namespace outcore::tile

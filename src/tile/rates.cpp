@@ -1,0 +1,260 @@
+#include "outcore/tile/rates.hpp"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+#include "outcore/core/size.hpp"
+
+namespace outcore::tile {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A probe is long enough once one operation takes this long: long enough to swamp
+// launch and wake-up costs, short enough that measuring stays well under a second.
+constexpr double kProbeSeconds = 10e-3;
+constexpr std::uint64_t kMaxGemmSide = 4096;
+constexpr std::uint64_t kMinCopyBytes = 4 * kMiB;
+constexpr std::uint64_t kMaxCopyBytes = 256 * kMiB;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Best-of-3 time of `run` (which enqueues and synchronizes) after one warm-up.
+template <typename F>
+double best_time(F&& run) {
+    run();
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) {
+        const auto t0 = Clock::now();
+        run();
+        best = std::min(best, seconds_since(t0));
+    }
+    return best;
+}
+
+double measure_gemm(Device& device, Queue& q, DType type, GemmCompute compute) {
+    if (!device.kernels().supports_gemm(type, compute)) return 0.0;
+    const std::uint64_t w = dtype_bytes(type);
+    const std::uint64_t wc = type == DType::BF16 ? 4 : w;
+    double rate = 0.0;
+    for (std::uint64_t n = 256; n <= kMaxGemmSide; n *= 2) {
+        try {
+            Block a = device.allocate({.bytes = n * n * w, .kind = MemoryKind::Device, .tag = "rates.a"});
+            Block b = device.allocate({.bytes = n * n * w, .kind = MemoryKind::Device, .tag = "rates.b"});
+            Block c = device.allocate({.bytes = n * n * wc, .kind = MemoryKind::Device, .tag = "rates.c"});
+            q.fill(BufferView(a), std::byte{0});
+            q.fill(BufferView(b), std::byte{0});
+            const GemmTileArgs args{.type = type,
+                                    .compute = compute,
+                                    .m = n,
+                                    .n = n,
+                                    .k = n,
+                                    .a = BufferView(a),
+                                    .lda = n,
+                                    .b = BufferView(b),
+                                    .ldb = n,
+                                    .c = BufferView(c),
+                                    .ldc = n};
+            const double t = best_time([&] {
+                device.kernels().gemm(q, args);
+                q.synchronize();
+            });
+            if (t > 0)
+                rate = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t;
+            if (t >= kProbeSeconds) break;
+        } catch (const OutOfMemory&) {
+            break;  // keep the largest size that fitted
+        }
+    }
+    return rate;
+}
+
+struct LinkRates {
+    double up = 0, down = 0, duplex = 0;
+};
+
+LinkRates measure_link(Device& device, Queue& up, Queue& down) {
+    LinkRates r;
+    for (std::uint64_t bytes = kMinCopyBytes; bytes <= kMaxCopyBytes; bytes *= 2) {
+        try {
+            Block host_up =
+                device.allocate({.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "rates.host"});
+            Block host_down =
+                device.allocate({.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "rates.host"});
+            Block dev_up =
+                device.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "rates.device"});
+            Block dev_down =
+                device.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "rates.device"});
+            up.fill(BufferView(host_up), std::byte{1});
+            up.fill(BufferView(dev_down), std::byte{2});
+            up.synchronize();
+            const double t_up = best_time([&] {
+                up.copy(BufferView(host_up), BufferView(dev_up));
+                up.synchronize();
+            });
+            const double t_down = best_time([&] {
+                down.copy(BufferView(dev_down), BufferView(host_down));
+                down.synchronize();
+            });
+            const double t_both = best_time([&] {
+                up.copy(BufferView(host_up), BufferView(dev_up));
+                down.copy(BufferView(dev_down), BufferView(host_down));
+                up.synchronize();
+                down.synchronize();
+            });
+            const auto b = static_cast<double>(bytes);
+            if (t_up > 0) r.up = b / t_up;
+            if (t_down > 0) r.down = b / t_down;
+            if (t_both > 0) r.duplex = 2.0 * b / t_both;
+            if (std::min(t_up, t_down) >= kProbeSeconds) break;
+        } catch (const OutOfMemory&) {
+            break;
+        }
+    }
+    return r;
+}
+
+}  // namespace
+
+double DeviceRates::gemm_flops(DType type, GemmCompute compute) const noexcept {
+    if (compute == GemmCompute::FastTF32) return type == DType::F32 ? tf32_flops : 0.0;
+    switch (type) {
+        case DType::F32: return f32_flops;
+        case DType::F64: return f64_flops;
+        case DType::BF16: return bf16_flops;
+        default: return 0.0;
+    }
+}
+
+namespace {
+
+/// The queues the probes run on, and a guard that turns a failed probe into an
+/// unknown rate (a kernel the backend lacks at run time, a device error) rather than
+/// failing the operation that asked.
+class Prober {
+public:
+    explicit Prober(Device& device)
+        : device_(device),
+          compute_(device.create_queue(QueueRole::Compute)),
+          up_(device.create_queue(QueueRole::Upload)),
+          down_(device.create_queue(QueueRole::Download)) {}
+
+    double gemm(DType type, GemmCompute compute) {
+        double rate = 0;
+        guarded("gemm", [&] { rate = measure_gemm(device_, *compute_, type, compute); });
+        return rate;
+    }
+    LinkRates link() {
+        LinkRates r;
+        guarded("link", [&] { r = measure_link(device_, *up_, *down_); });
+        return r;
+    }
+
+private:
+    template <typename F>
+    void guarded(const char* what, F&& probe) {
+        try {
+            probe();
+        } catch (const Error& e) {
+            log::info("rates", "{} probe on {} failed: {}", what, device_.info().id(), e.what());
+            for (Queue* q : {compute_.get(), up_.get(), down_.get()}) {
+                try {
+                    q->synchronize();
+                } catch (const Error&) {
+                    // The failure was the probe's; the queue is clear again.
+                }
+            }
+        }
+    }
+
+    Device& device_;
+    std::unique_ptr<Queue> compute_, up_, down_;
+};
+
+void set_link(DeviceRates& r, const LinkRates& link) {
+    r.upload_bytes_per_second = link.up;
+    r.download_bytes_per_second = link.down;
+    r.duplex_bytes_per_second = link.duplex;
+}
+
+double* gemm_field(DeviceRates& r, DType type, GemmCompute compute) {
+    if (compute == GemmCompute::FastTF32) return type == DType::F32 ? &r.tf32_flops : nullptr;
+    switch (type) {
+        case DType::F32: return &r.f32_flops;
+        case DType::F64: return &r.f64_flops;
+        case DType::BF16: return &r.bf16_flops;
+        default: return nullptr;
+    }
+}
+
+}  // namespace
+
+DeviceRates measure_rates(Device& device) {
+    Prober probe(device);
+    DeviceRates r;
+    r.f32_flops = probe.gemm(DType::F32, GemmCompute::Exact);
+    r.f64_flops = probe.gemm(DType::F64, GemmCompute::Exact);
+    r.tf32_flops = probe.gemm(DType::F32, GemmCompute::FastTF32);
+    r.bf16_flops = probe.gemm(DType::BF16, GemmCompute::Exact);
+    set_link(r, probe.link());
+    log::info("rates",
+              "{}: f32 {:.3g} FLOP/s, f64 {:.3g}, tf32 {:.3g}, bf16 {:.3g}; up {:.3g} B/s, down {:.3g}, both "
+              "{:.3g}",
+              device.info().id(), r.f32_flops, r.f64_flops, r.tf32_flops, r.bf16_flops,
+              r.upload_bytes_per_second, r.download_bytes_per_second, r.duplex_bytes_per_second);
+    return r;
+}
+
+const DeviceRates& cached_rates(Device& device, DType type, GemmCompute compute) {
+    struct Entry {
+        DeviceRates rates;
+        bool link = false;
+        std::map<std::pair<DType, GemmCompute>, bool> gemm;
+    };
+    using Key = std::tuple<std::string, std::uint32_t, std::string>;
+    static std::mutex mutex;
+    static std::map<Key, std::unique_ptr<Entry>> cache;
+    const DeviceInfo& info = device.info();
+    const Key key{info.backend, info.index, info.name};
+    std::lock_guard lock(mutex);
+    std::unique_ptr<Entry>& entry = cache[key];
+    if (!entry) entry = std::make_unique<Entry>();
+    double* field = gemm_field(entry->rates, type, compute);
+    const bool need_gemm = field != nullptr && !entry->gemm[{type, compute}];
+    if (need_gemm || !entry->link) {
+        Prober probe(device);
+        if (need_gemm) {
+            *field = probe.gemm(type, compute);
+            entry->gemm[{type, compute}] = true;
+        }
+        if (!entry->link) {
+            set_link(entry->rates, probe.link());
+            entry->link = true;
+        }
+        log::info("rates", "{}: {}{} GEMM {:.3g} FLOP/s; up {:.3g} B/s, down {:.3g}, both {:.3g}", info.id(),
+                  to_string(type), compute == GemmCompute::FastTF32 ? " (tf32)" : "",
+                  field != nullptr ? *field : 0.0, entry->rates.upload_bytes_per_second,
+                  entry->rates.download_bytes_per_second, entry->rates.duplex_bytes_per_second);
+    }
+    return entry->rates;
+}
+
+void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, PlanLimits& limits) noexcept {
+    if (const double f = rates.gemm_flops(type, compute); f > 0) limits.compute_flops = f;
+    if (rates.upload_bytes_per_second > 0) limits.link_bytes_per_second = rates.upload_bytes_per_second;
+    if (rates.download_bytes_per_second > 0)
+        limits.link_d2h_bytes_per_second = rates.download_bytes_per_second;
+    if (rates.duplex_bytes_per_second > 0)
+        limits.link_duplex_bytes_per_second = rates.duplex_bytes_per_second;
+}
+
+}  // namespace outcore::tile

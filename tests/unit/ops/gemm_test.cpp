@@ -1,0 +1,673 @@
+// Tests of ops::gemm on the CPU backend against a float64 reference: random shapes
+// (including sizes no tile divides: 1, 7, 1023, 4097), every transpose combination,
+// β ≠ 0, f32 and f64 (and bf16 / tf32 where the backend has them), budgets at the
+// planner's minimum, just above it and far above it, every schedule forced, row-major
+// callers. Outputs are poisoned with NaN first and every element must be written.
+// Every run must stay within its budget (the Budget adaptor under the pipeline would
+// throw; the peak is also checked) and give every byte back; a source or sink that
+// fails mid-run must surface exactly its error. Suites named *Threads also run under TSan.
+#include "outcore/ops/gemm.hpp"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "outcore/backends/cpu.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/tile/gemm_plan.hpp"
+#include "outcore/tile/rates.hpp"
+#include "outcore/tile/staging_cache.hpp"
+#include "support/test_seed.hpp"
+
+namespace {
+
+using outcore::Device;
+using outcore::DType;
+using outcore::GemmCompute;
+using outcore::kGiB;
+using outcore::MemoryKind;
+using outcore::io::HostMatrix;
+using outcore::io::Layout;
+using outcore::ops::GemmOptions;
+using outcore::ops::GemmReport;
+using outcore::tile::GemmSchedule;
+
+std::unique_ptr<Device> make_device() {
+    return outcore::cpu::make_cpu_device({.total_memory_bytes = 2 * kGiB});
+}
+
+void expect_nothing_held(const Device& device) {
+    EXPECT_EQ(device.allocated_bytes(MemoryKind::Device), 0U);
+    EXPECT_EQ(device.allocated_bytes(MemoryKind::HostPinned), 0U);
+}
+
+std::uint16_t to_bf16(float f) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &f, sizeof bits);
+    return static_cast<std::uint16_t>(bits >> 16);  // truncation: the value is then exact in bf16
+}
+double from_bf16(std::uint16_t h) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+    float f = 0;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/// A logical rows × cols matrix of one element type, stored column- or row-major,
+/// with its values kept in double for the reference.
+struct Matrix {
+    std::uint64_t rows = 0, cols = 0;
+    DType type = DType::F32;
+    Layout layout = Layout::ColMajor;
+    std::vector<std::byte> storage;
+    std::uint64_t ld = 0;
+
+    Matrix(std::uint64_t r, std::uint64_t c, DType t, Layout l) : rows(r), cols(c), type(t), layout(l) {
+        // A padded leading dimension, so ld != rows is exercised too.
+        ld = (l == Layout::ColMajor ? r : c) + (r * c % 3);
+        const std::uint64_t outer = l == Layout::ColMajor ? c : r;
+        storage.resize(
+            static_cast<std::size_t>(std::max<std::uint64_t>(outer * ld, 1) * outcore::dtype_bytes(t)));
+    }
+    [[nodiscard]] std::size_t index(std::uint64_t i, std::uint64_t j) const {
+        return static_cast<std::size_t>(layout == Layout::ColMajor ? i + j * ld : i * ld + j);
+    }
+    void set(std::uint64_t i, std::uint64_t j, double v) {
+        std::byte* p = storage.data() + index(i, j) * outcore::dtype_bytes(type);
+        if (type == DType::F32) {
+            const auto f = static_cast<float>(v);
+            std::memcpy(p, &f, sizeof f);
+        } else if (type == DType::F64) {
+            std::memcpy(p, &v, sizeof v);
+        } else {
+            const std::uint16_t h = to_bf16(static_cast<float>(v));
+            std::memcpy(p, &h, sizeof h);
+        }
+    }
+    [[nodiscard]] double get(std::uint64_t i, std::uint64_t j) const {
+        const std::byte* p = storage.data() + index(i, j) * outcore::dtype_bytes(type);
+        if (type == DType::F32) {
+            float f = 0;
+            std::memcpy(&f, p, sizeof f);
+            return f;
+        }
+        if (type == DType::F64) {
+            double d = 0;
+            std::memcpy(&d, p, sizeof d);
+            return d;
+        }
+        std::uint16_t h = 0;
+        std::memcpy(&h, p, sizeof h);
+        return from_bf16(h);
+    }
+    void randomize(std::mt19937_64& rng) {
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        for (std::uint64_t j = 0; j < cols; ++j) {
+            for (std::uint64_t i = 0; i < rows; ++i) set(i, j, u(rng));
+        }
+    }
+    void poison() {
+        for (std::uint64_t j = 0; j < cols; ++j) {
+            for (std::uint64_t i = 0; i < rows; ++i) set(i, j, std::numeric_limits<double>::quiet_NaN());
+        }
+    }
+    [[nodiscard]] HostMatrix host() { return HostMatrix(storage.data(), rows, cols, ld, layout, type); }
+};
+
+/// α·op(A)·op(B) + β·C0 in float64, column-major m × n.
+std::vector<double> reference(const Matrix& a, const Matrix& b, const Matrix* c0, const GemmOptions& o) {
+    const std::uint64_t m = o.trans_a ? a.cols : a.rows;
+    const std::uint64_t k = o.trans_a ? a.rows : a.cols;
+    const std::uint64_t n = o.trans_b ? b.rows : b.cols;
+    std::vector<double> opa(static_cast<std::size_t>(m * k));
+    std::vector<double> opb(static_cast<std::size_t>(k * n));
+    for (std::uint64_t p = 0; p < k; ++p) {
+        for (std::uint64_t i = 0; i < m; ++i) opa[i + p * m] = o.trans_a ? a.get(p, i) : a.get(i, p);
+        for (std::uint64_t j = 0; j < n; ++j) opb[p + j * k] = o.trans_b ? b.get(j, p) : b.get(p, j);
+    }
+    std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
+    for (std::uint64_t j = 0; j < n; ++j) {
+        double* col = out.data() + j * m;
+        for (std::uint64_t p = 0; p < k; ++p) {
+            const double bv = opb[p + j * k];
+            const double* acol = opa.data() + p * m;
+            for (std::uint64_t i = 0; i < m; ++i) col[i] += acol[i] * bv;
+        }
+        for (std::uint64_t i = 0; i < m; ++i) {
+            col[i] = o.alpha * col[i] + (c0 != nullptr ? o.beta * c0->get(i, j) : 0.0);
+        }
+    }
+    return out;
+}
+
+/// ‖out − ref‖_F / ‖ref‖_F, or +inf if any element is not finite (NaN never passes).
+double relative_error(const Matrix& c, const std::vector<double>& ref) {
+    double diff = 0;
+    double norm = 0;
+    for (std::uint64_t j = 0; j < c.cols; ++j) {
+        for (std::uint64_t i = 0; i < c.rows; ++i) {
+            const double v = c.get(i, j);
+            if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
+            const double r = ref[i + j * c.rows];
+            diff += (v - r) * (v - r);
+            norm += r * r;
+        }
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// The bound a correct kernel meets: a few units of roundoff growing like √k.
+double error_bound(DType type, GemmCompute compute, std::uint64_t k) {
+    const double sk = std::sqrt(static_cast<double>(k));
+    if (compute == GemmCompute::FastTF32) return 1e-3 * sk;  // 10-bit mantissa products
+    if (type == DType::F64) return 1e-14 * (1.0 + sk);
+    return 1e-6 * (1.0 + sk);  // f32 and bf16 (bf16 inputs are exact; products accumulate in f32)
+}
+
+struct Case {
+    std::uint64_t m = 1, n = 1, k = 1;
+    DType type = DType::F32;
+    GemmCompute compute = GemmCompute::Exact;
+    bool trans_a = false, trans_b = false;
+    double alpha = 1.0, beta = 0.0;
+    Layout layout = Layout::ColMajor;
+    std::optional<GemmSchedule> schedule = std::nullopt;
+    /// Budget: exact bytes if non-zero, else operand_fraction of the operands' bytes
+    /// (never below the planner's minimum).
+    std::uint64_t budget_bytes = 0;
+    double operand_fraction = 0.25;
+    std::uint32_t depth = 2;
+    std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
+};
+
+std::string describe(const Case& c) {
+    return fmt::format("{}x{}x{} {}{} ta={} tb={} alpha={} beta={} {} schedule={} depth={}", c.m, c.n, c.k,
+                       outcore::to_string(c.type), c.compute == GemmCompute::FastTF32 ? "(tf32)" : "",
+                       c.trans_a, c.trans_b, c.alpha, c.beta, outcore::io::to_string(c.layout),
+                       c.schedule ? outcore::tile::to_string(*c.schedule) : "auto", c.depth);
+}
+
+struct Operands {
+    Matrix a, b, c, c0;
+    Operands(const Case& cs, std::mt19937_64& rng)
+        : a(cs.trans_a ? cs.k : cs.m, cs.trans_a ? cs.m : cs.k, cs.type, cs.layout),
+          b(cs.trans_b ? cs.n : cs.k, cs.trans_b ? cs.k : cs.n, cs.type, cs.layout),
+          c(cs.m, cs.n, cs.type == DType::BF16 ? DType::F32 : cs.type, cs.layout),
+          c0(cs.m, cs.n, cs.type == DType::BF16 ? DType::F32 : cs.type, cs.layout) {
+        a.randomize(rng);
+        b.randomize(rng);
+        c0.randomize(rng);
+        c.poison();
+    }
+};
+
+GemmOptions options_for(const Case& cs) {
+    GemmOptions o;
+    o.type = cs.type;
+    o.compute = cs.compute;
+    o.trans_a = cs.trans_a;
+    o.trans_b = cs.trans_b;
+    o.alpha = cs.alpha;
+    o.beta = cs.beta;
+    o.schedule = cs.schedule;
+    o.pipeline_depth = cs.depth;
+    o.tile_m = cs.tile_m;
+    o.tile_n = cs.tile_n;
+    o.tile_k = cs.tile_k;
+    // Plans from bytes alone: the same seed gives the same plans (measured rates are
+    // covered by their own test).
+    o.measure_rates = false;
+    return o;
+}
+
+/// Runs one case end to end and checks everything a run promises.
+GemmReport run_case(Device& device, const Case& cs, std::mt19937_64& rng) {
+    SCOPED_TRACE(describe(cs));
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    HostMatrix c0 = ops.c0.host();
+    GemmOptions o = options_for(cs);
+    o.c_in = &c0;
+    o.budget_bytes = 1;  // replaced below; gemm_limits only reads the device here
+    const outcore::tile::GemmProblem problem = outcore::ops::gemm_problem(a, b, c, o);
+    const outcore::tile::PlanLimits limits = outcore::ops::gemm_limits(device, o);
+    const std::uint64_t minimum = outcore::tile::gemm_minimum_budget(problem, limits);
+    if (cs.budget_bytes != 0) {
+        o.budget_bytes = cs.budget_bytes;
+    } else {
+        const auto operands = static_cast<double>(ops.a.rows * ops.a.cols + ops.b.rows * ops.b.cols) *
+                                  outcore::dtype_bytes(cs.type) +
+                              static_cast<double>(cs.m * cs.n) * outcore::dtype_bytes(ops.c.type);
+        o.budget_bytes = std::max(minimum, static_cast<std::uint64_t>(operands * cs.operand_fraction));
+    }
+    std::vector<double> progress;
+    o.progress = [&progress](double f) { progress.push_back(f); };
+
+    const GemmReport r = outcore::ops::gemm(device, a, b, c, o);
+    const std::vector<double> ref = reference(ops.a, ops.b, cs.beta != 0 ? &ops.c0 : nullptr, o);
+    const double err = relative_error(ops.c, ref);
+    EXPECT_LE(err, error_bound(cs.type, cs.compute, cs.k))
+        << "plan " << outcore::tile::to_string(r.plan.schedule) << " tiles " << r.plan.tile_m << "x"
+        << r.plan.tile_n << "x" << r.plan.tile_k;
+    if (cs.schedule) {
+        EXPECT_EQ(r.plan.schedule, *cs.schedule);
+    }
+    EXPECT_EQ(r.budget_bytes, o.budget_bytes);
+    EXPECT_LE(r.peak_device_bytes, r.budget_bytes);
+    EXPECT_EQ(r.peak_device_bytes, r.plan.device_bytes);
+    EXPECT_EQ(r.bytes_moved, r.plan.bytes_moved);  // the planner's count is what moved
+    EXPECT_GE(r.bytes_moved, r.lower_bound_bytes);
+    EXPECT_GE(r.hidden_transfer_fraction, 0.0);
+    EXPECT_LE(r.hidden_transfer_fraction, 1.0);
+    EXPECT_GT(r.seconds, 0.0);
+    EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls);
+    EXPECT_EQ(progress.size(), r.plan.c_grid().count());
+    EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
+    if (!progress.empty()) {
+        EXPECT_DOUBLE_EQ(progress.back(), 1.0);
+    }
+    expect_nothing_held(device);
+    return r;
+}
+
+TEST(Gemm, EveryTransposeAndScheduleF32AndF64) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    std::uniform_int_distribution<std::uint64_t> dim(1, 150);
+    for (DType type : {DType::F32, DType::F64}) {
+        for (int t = 0; t < 4; ++t) {
+            for (GemmSchedule s :
+                 {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+                Case cs;
+                cs.m = dim(rng);
+                cs.n = dim(rng);
+                cs.k = dim(rng);
+                cs.type = type;
+                cs.trans_a = (t & 1) != 0;
+                cs.trans_b = (t & 2) != 0;
+                cs.alpha = std::uniform_real_distribution<double>(-2.0, 2.0)(rng);
+                cs.beta = rng() % 2 == 0 ? 0.0 : std::uniform_real_distribution<double>(-2.0, 2.0)(rng);
+                cs.schedule = s;
+                cs.depth = 2 + static_cast<std::uint32_t>(rng() % 2);
+                cs.operand_fraction = 0.2;
+                (void)run_case(*device, cs, rng);
+            }
+        }
+    }
+}
+
+TEST(Gemm, SizesThatNoTileDivides) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    struct Shape {
+        std::uint64_t m, n, k;
+    };
+    const Shape shapes[] = {{1, 1, 1},       {7, 7, 7},     {1, 7, 1023},   {1023, 1, 7},  {7, 1023, 33},
+                            {1023, 65, 130}, {4097, 7, 33}, {33, 4097, 17}, {17, 9, 4097}, {1023, 1023, 7}};
+    int i = 0;
+    for (const Shape& s : shapes) {
+        Case cs;
+        cs.m = s.m;
+        cs.n = s.n;
+        cs.k = s.k;
+        cs.type = i % 2 == 0 ? DType::F32 : DType::F64;
+        cs.trans_a = rng() % 2 == 0;
+        cs.trans_b = rng() % 2 == 0;
+        cs.beta = i % 3 == 0 ? 0.5 : 0.0;
+        cs.operand_fraction = 0.15;
+        const GemmReport r = run_case(*device, cs, rng);
+        if (s.m * s.n * s.k > 64) {
+            EXPECT_GT(r.plan.kernel_calls, 1U) << "expected a tiled run for " << describe(cs);
+        }
+        ++i;
+    }
+}
+
+TEST(Gemm, BudgetAtTheMinimumJustAboveAndFarAbove) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    std::uniform_int_distribution<std::uint64_t> dim(1, 20);
+    for (int t = 0; t < 6; ++t) {
+        Case cs;
+        cs.m = dim(rng);
+        cs.n = dim(rng);
+        cs.k = dim(rng);
+        cs.type = t % 2 == 0 ? DType::F32 : DType::F64;
+        cs.trans_a = rng() % 2 == 0;
+        cs.trans_b = rng() % 2 == 0;
+        cs.beta = t % 3 == 0 ? -0.75 : 0.0;
+        Operands ops(cs, rng);
+        HostMatrix a = ops.a.host();
+        HostMatrix b = ops.b.host();
+        HostMatrix c = ops.c.host();
+        GemmOptions o = options_for(cs);
+        HostMatrix c0 = ops.c0.host();
+        o.c_in = &c0;
+        o.budget_bytes = 1;
+        const std::uint64_t minimum = outcore::tile::gemm_minimum_budget(
+            outcore::ops::gemm_problem(a, b, c, o), outcore::ops::gemm_limits(*device, o));
+        // Below the minimum: a UsageError that states it.
+        o.budget_bytes = minimum - 1;
+        try {
+            (void)outcore::ops::gemm(*device, a, b, c, o);
+            ADD_FAILURE() << "a budget below the minimum was accepted";
+        } catch (const outcore::UsageError& e) {
+            EXPECT_NE(std::string(e.what()).find(outcore::format_size(minimum)), std::string::npos)
+                << e.what();
+        }
+        expect_nothing_held(*device);
+        const std::uint64_t operands =
+            (ops.a.rows * ops.a.cols + ops.b.rows * ops.b.cols + cs.m * cs.n) * outcore::dtype_bytes(cs.type);
+        for (const std::uint64_t budget : {minimum, minimum + 1, minimum + minimum / 10 + 64}) {
+            cs.budget_bytes = budget;
+            const GemmReport r = run_case(*device, cs, rng);
+            if (budget == minimum) {
+                EXPECT_EQ(r.peak_device_bytes, minimum);
+            }
+        }
+        // Far above: one tile, the compulsory traffic only.
+        cs.budget_bytes = 8 * operands + minimum;
+        const GemmReport r = run_case(*device, cs, rng);
+        EXPECT_EQ(r.plan.kernel_calls, 1U);
+        EXPECT_EQ(r.bytes_moved, r.lower_bound_bytes);
+    }
+}
+
+// Panel schedules with no spare chunk slots, some, and a whole second panel's worth:
+// the next panel streams into slots as the current one releases them, and the
+// answer must not change.
+TEST(GemmThreads, PanelRingsWithEveryPrefetchDepth) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (GemmSchedule s : {GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        for (std::uint32_t depth : {2U, 3U}) {
+            Case cs{
+                .m = 173, .n = 151, .k = 97, .type = DType::F32, .tile_m = 48, .tile_n = 40, .tile_k = 24};
+            cs.schedule = s;
+            cs.depth = depth;
+            cs.trans_a = rng() % 2 == 0;
+            cs.trans_b = rng() % 2 == 0;
+            cs.beta = rng() % 2 == 0 ? 0.0 : 0.5;
+            // The fixed tiles' footprint without prefetch, and one panel chunk.
+            Operands ops(cs, rng);
+            HostMatrix a = ops.a.host();
+            HostMatrix b = ops.b.host();
+            HostMatrix c = ops.c.host();
+            HostMatrix c0 = ops.c0.host();
+            GemmOptions o = options_for(cs);
+            o.c_in = &c0;
+            o.budget_bytes = outcore::kGiB;
+            const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
+            const std::uint64_t chunk =
+                s == GemmSchedule::APanelResident ? roomy.a_slot_bytes : roomy.b_slot_bytes;
+            ASSERT_EQ(roomy.prefetch_chunks, roomy.k_chunks());
+            const std::uint64_t minimum = roomy.device_bytes - roomy.prefetch_chunks * chunk;
+            for (const std::uint64_t extra : {std::uint64_t{0}, std::uint64_t{2}, roomy.k_chunks()}) {
+                cs.budget_bytes = minimum + extra * chunk;
+                const GemmReport r = run_case(*device, cs, rng);
+                EXPECT_EQ(r.plan.prefetch_chunks, extra);
+                EXPECT_GE(s == GemmSchedule::APanelResident ? r.plan.c_grid().tile_rows()
+                                                            : r.plan.c_grid().tile_cols(),
+                          3U);
+            }
+        }
+    }
+}
+
+TEST(Gemm, BetaNonZeroInPlace) {
+    // The input C and the sink are the same memory: every tile is read before it is written.
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (GemmSchedule s :
+         {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        Case cs{.m = 97, .n = 61, .k = 45, .type = DType::F32, .alpha = 1.5, .beta = -0.5};
+        cs.schedule = s;
+        Operands ops(cs, rng);
+        ops.c.storage = ops.c0.storage;
+        HostMatrix a = ops.a.host();
+        HostMatrix b = ops.b.host();
+        HostMatrix c = ops.c.host();
+        GemmOptions o = options_for(cs);
+        o.c_in = &c;
+        o.budget_bytes = (97 * 45 + 45 * 61 + 97 * 61) * 4 / 5;
+        const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+        EXPECT_GT(r.plan.kernel_calls, 1U);
+        EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
+                  error_bound(cs.type, cs.compute, cs.k));
+        expect_nothing_held(*device);
+    }
+}
+
+TEST(Gemm, RowMajorCallers) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (int t = 0; t < 4; ++t) {
+        Case cs{.m = 130, .n = 77, .k = 91, .type = t < 2 ? DType::F32 : DType::F64};
+        cs.trans_a = (t & 1) != 0;
+        cs.trans_b = (t & 2) == 0;
+        cs.layout = Layout::RowMajor;
+        cs.beta = 0.25;
+        (void)run_case(*device, cs, rng);
+    }
+}
+
+TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const auto& [type, compute] :
+         {std::pair{DType::BF16, GemmCompute::Exact}, std::pair{DType::F32, GemmCompute::FastTF32}}) {
+        if (!device->kernels().supports_gemm(type, compute)) continue;
+        Case cs{.m = 150, .n = 70, .k = 120, .type = type, .compute = compute, .trans_a = true, .beta = 0.5};
+        (void)run_case(*device, cs, rng);
+    }
+    // A type the kernels lack is a UsageError before anything moves.
+    Case cs{.m = 4, .n = 4, .k = 4, .type = DType::F64, .compute = GemmCompute::FastTF32};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, options_for(cs)), outcore::UsageError);
+    expect_nothing_held(*device);
+}
+
+TEST(Gemm, MismatchedOperandsAreUsageErrors) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Case cs{.m = 8, .n = 6, .k = 5};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(cs);
+    o.budget_bytes = outcore::kMiB;
+    o.trans_a = true;  // op(A) is now 5x8: k disagrees
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+    o.trans_a = false;
+    o.type = DType::F64;  // the matrices hold f32
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+    o.type = DType::F32;
+    o.beta = 1.0;  // no input C
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+    o.beta = 0.0;
+    HostMatrix wrong_c(ops.c.storage.data(), 6, 8, 8, Layout::ColMajor, DType::F32);
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, wrong_c, o), outcore::UsageError);
+    expect_nothing_held(*device);
+}
+
+struct InjectedFailure : outcore::IoError {
+    InjectedFailure() : outcore::IoError("test", "injected failure", 5, "test.npy", "pread") {}
+};
+
+/// Delegates to a HostMatrix and throws on its `fail_at`-th read (0-based).
+class FailingSource final : public outcore::io::MatrixSource {
+public:
+    FailingSource(const HostMatrix& inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
+    [[nodiscard]] std::uint64_t rows() const noexcept override { return inner_.rows(); }
+    [[nodiscard]] std::uint64_t cols() const noexcept override { return inner_.cols(); }
+    [[nodiscard]] DType dtype() const noexcept override { return inner_.dtype(); }
+    [[nodiscard]] int reads() const noexcept { return count_.load(); }
+
+private:
+    void do_read(std::uint64_t r, std::uint64_t c, std::uint64_t rows, std::uint64_t cols, std::byte* dst,
+                 std::uint64_t ld) const override {
+        if (count_.fetch_add(1) == fail_at_) throw InjectedFailure();
+        inner_.read(r, c, rows, cols, dst, ld);
+    }
+    const HostMatrix& inner_;
+    int fail_at_;
+    mutable std::atomic<int> count_{0};
+};
+
+/// Delegates to a HostMatrix and throws on its `fail_at`-th write.
+class FailingSink final : public outcore::io::MatrixSink {
+public:
+    FailingSink(HostMatrix& inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
+    [[nodiscard]] std::uint64_t rows() const noexcept override { return inner_.rows(); }
+    [[nodiscard]] std::uint64_t cols() const noexcept override { return inner_.cols(); }
+    [[nodiscard]] DType dtype() const noexcept override { return inner_.dtype(); }
+
+private:
+    void do_write(std::uint64_t r, std::uint64_t c, std::uint64_t rows, std::uint64_t cols,
+                  const std::byte* src, std::uint64_t ld) override {
+        if (count_++ == fail_at_) throw InjectedFailure();
+        inner_.write(r, c, rows, cols, src, ld);
+    }
+    HostMatrix& inner_;
+    int fail_at_;
+    int count_ = 0;
+};
+
+TEST(GemmThreads, FailingSourceOrSinkGivesItsErrorAndLeaksNothing) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Case cs{.m = 200, .n = 150, .k = 120, .type = DType::F32};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(cs);
+    o.budget_bytes = (200 * 120 + 120 * 150 + 200 * 150) * 4 / 6;
+    // How many reads and writes a clean run makes.
+    FailingSource count_a(a, -1);
+    const GemmReport clean = outcore::ops::gemm(*device, count_a, b, c, o);
+    const int a_reads = count_a.reads();
+    const auto c_writes = static_cast<int>(clean.plan.c_grid().count());
+    ASSERT_GT(a_reads, 2);
+    ASSERT_GT(c_writes, 2);
+    for (int i = 0; i < 4; ++i) {
+        const int at = static_cast<int>(rng() % static_cast<std::uint64_t>(a_reads));
+        FailingSource failing(a, at);
+        EXPECT_THROW((void)outcore::ops::gemm(*device, failing, b, c, o), InjectedFailure) << "read " << at;
+        expect_nothing_held(*device);
+    }
+    for (int i = 0; i < 4; ++i) {
+        const int at = static_cast<int>(rng() % static_cast<std::uint64_t>(c_writes));
+        FailingSink failing(c, at);
+        EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, failing, o), InjectedFailure) << "write " << at;
+        expect_nothing_held(*device);
+    }
+}
+
+TEST(Gemm, MeasuredRatesFeedThePlanner) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    const outcore::tile::DeviceRates& rates = outcore::tile::cached_rates(*device, DType::F32);
+    EXPECT_GT(rates.f32_flops, 0.0);
+    EXPECT_GT(rates.upload_bytes_per_second, 0.0);
+    EXPECT_GT(rates.download_bytes_per_second, 0.0);
+    EXPECT_EQ(&outcore::tile::cached_rates(*device, DType::F32), &rates);  // one entry per device
+    EXPECT_GT(outcore::tile::cached_rates(*device, DType::F64).f64_flops, 0.0);
+    Case cs{.m = 300, .n = 250, .k = 200, .type = DType::F32, .beta = 0.5};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    HostMatrix c0 = ops.c0.host();
+    GemmOptions o = options_for(cs);
+    o.c_in = &c0;
+    o.measure_rates = true;
+    o.budget_bytes = (300 * 200 + 200 * 250 + 300 * 250) * 4 / 4;
+    const outcore::tile::PlanLimits limits = outcore::ops::gemm_limits(*device, o);
+    EXPECT_EQ(limits.compute_flops, rates.f32_flops);
+    EXPECT_EQ(limits.link_bytes_per_second, rates.upload_bytes_per_second);
+    const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+    EXPECT_GT(r.plan.total_seconds, 0.0);  // the time model was used
+    EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
+              error_bound(cs.type, cs.compute, cs.k));
+    expect_nothing_held(*device);
+}
+
+TEST(Gemm, StagingCacheMakesRepeatedRunsAllocationFree) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    outcore::tile::StagingCache cache(*device);
+    Case cs{.m = 200, .n = 180, .k = 160, .type = DType::F32};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(cs);
+    o.budget_bytes = (200 * 160 + 160 * 180 + 200 * 180) * 4 / 5;
+    o.staging_cache = &cache;
+    const std::vector<double> ref = reference(ops.a, ops.b, nullptr, o);
+    for (int run = 0; run < 3; ++run) {
+        ops.c.poison();
+        const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+        EXPECT_LE(relative_error(ops.c, ref), error_bound(cs.type, cs.compute, cs.k));
+        EXPECT_GT(r.pipeline.staging_bytes, 0U);
+        EXPECT_EQ(cache.free_bytes(), device->allocated_bytes(MemoryKind::HostPinned));
+        EXPECT_EQ(device->allocated_bytes(MemoryKind::Device), 0U);
+    }
+    const std::uint64_t after_first = cache.allocation_count();
+    (void)outcore::ops::gemm(*device, a, b, c, o);
+    EXPECT_EQ(cache.allocation_count(), after_first);
+}
+
+TEST(Gemm, PlanThenExecuteAndFixedTiles) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Case cs{.m = 300, .n = 200, .k = 100, .type = DType::F64, .trans_b = true};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(cs);
+    o.budget_bytes = 4 * outcore::kMiB;
+    o.schedule = GemmSchedule::SquareC;
+    o.tile_m = 128;
+    o.tile_n = 96;
+    o.tile_k = 40;
+    const outcore::tile::GemmPlan plan = outcore::ops::plan_gemm(*device, a, b, c, o);
+    EXPECT_EQ(plan.tile_m, 128U);
+    EXPECT_EQ(plan.tile_k, 40U);
+    const GemmReport r = outcore::ops::execute_gemm(*device, plan, a, b, c, o);
+    EXPECT_EQ(r.plan.kernel_calls, 3U * 3U * 3U);
+    EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, nullptr, o)),
+              error_bound(cs.type, cs.compute, cs.k));
+    // A plan for another problem is refused.
+    GemmOptions other = o;
+    other.trans_b = false;
+    Matrix b2(cs.k, cs.n, cs.type, Layout::ColMajor);
+    b2.randomize(rng);
+    HostMatrix hb2 = b2.host();
+    EXPECT_THROW((void)outcore::ops::execute_gemm(*device, plan, a, hb2, c, other), outcore::UsageError);
+    expect_nothing_held(*device);
+}
+
+}  // namespace
