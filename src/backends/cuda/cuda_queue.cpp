@@ -1,0 +1,362 @@
+#include "cuda_queue.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "cuda_blas.hpp"
+#include "cuda_check.hpp"
+#include "cuda_device.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+
+namespace outcore::cuda {
+
+namespace {
+
+/// Where the bytes of one side of a copy live, as far as the copy engine cares.
+enum class Where : unsigned char { Device, Pinned, Pageable };
+
+Where where_of(MemoryKind kind) noexcept {
+    switch (kind) {
+        case MemoryKind::Device: return Where::Device;
+        case MemoryKind::HostPinned: return Where::Pinned;
+        case MemoryKind::HostCached: return Where::Pageable;
+    }
+    return Where::Pageable;
+}
+
+/// A caller's host pointer: pinned (cudaHostAlloc / cudaHostRegister, any allocator),
+/// GPU-visible (device or managed memory passed as "host"), or pageable.
+Where where_of_host(const void* pointer) noexcept {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return Where::Pageable;
+    }
+    switch (attributes.type) {
+        case cudaMemoryTypeHost: return Where::Pinned;
+        case cudaMemoryTypeDevice:
+        case cudaMemoryTypeManaged: return Where::Device;
+        default: return Where::Pageable;
+    }
+}
+
+void warn_noexcept(const char* what, cudaError_t rc) noexcept {
+    (void)cudaGetLastError();
+    try {
+        log::warn(kComponent, "{} failed: {}", what, error_name(rc));
+    } catch (...) {
+        // nothing more to do in a destructor
+    }
+}
+
+}  // namespace
+
+// --- RecordSlot / CudaEvent ------------------------------------------------------
+
+RecordSlot::RecordSlot(EventPool& pool) : pool_(&pool), native_(pool.acquire()) {}
+
+RecordSlot::~RecordSlot() { pool_->release(native_); }
+
+RecordSlot::State RecordSlot::state() const {
+    std::lock_guard lock(mutex_);
+    return state_;
+}
+
+void RecordSlot::mark_recorded() noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        state_ = State::Recorded;
+    }
+    cv_.notify_all();
+}
+
+void RecordSlot::mark_failed(std::exception_ptr failure) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        state_ = State::Failed;
+        failure_ = std::move(failure);
+    }
+    cv_.notify_all();
+}
+
+std::exception_ptr RecordSlot::await() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return state_ != State::Pending; });
+    return failure_;
+}
+
+std::shared_ptr<RecordSlot> CudaEvent::arm() {
+    auto slot = std::make_shared<RecordSlot>(device_->events());
+    std::lock_guard lock(mutex_);
+    last_ = slot;
+    return slot;
+}
+
+std::shared_ptr<RecordSlot> CudaEvent::last() const {
+    std::lock_guard lock(mutex_);
+    return last_;
+}
+
+void CudaEvent::do_wait() {
+    const std::shared_ptr<RecordSlot> slot = last();
+    if (!slot) return;
+    if (std::exception_ptr failure = slot->await()) std::rethrow_exception(failure);
+    OUTCORE_CUDA_CHECK(cudaEventSynchronize(slot->native()));
+}
+
+bool CudaEvent::do_query() {
+    const std::shared_ptr<RecordSlot> slot = last();
+    if (!slot) return true;
+    switch (slot->state()) {
+        case RecordSlot::State::Pending: return false;
+        case RecordSlot::State::Failed: return true;
+        case RecordSlot::State::Recorded: break;
+    }
+    const cudaError_t rc = cudaEventQuery(slot->native());
+    if (rc == cudaSuccess) return true;
+    (void)cudaGetLastError();
+    // Any other error is final: the event will not complete, and wait() reports it.
+    return rc != cudaErrorNotReady;
+}
+
+// --- CudaQueue -------------------------------------------------------------------
+
+CudaQueue::CudaQueue(CudaDevice& device, QueueRole role) : Queue(device, role), cuda_device_(&device) {
+    use_device(device.ordinal());
+    OUTCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    try {
+        worker_ = std::thread([this] { run_worker(); });
+    } catch (...) {
+        (void)cudaStreamDestroy(stream_);
+        throw;
+    }
+}
+
+CudaQueue::~CudaQueue() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    work_cv_.notify_all();
+    try {
+        if (worker_.joinable()) worker_.join();
+    } catch (...) {
+        // join only throws for a thread that is not joinable; nothing left to undo.
+    }
+    if (const cudaError_t rc = cudaSetDevice(cuda_device_->ordinal()); rc != cudaSuccess) warn_noexcept("cudaSetDevice", rc);
+    if (const cudaError_t rc = cudaStreamSynchronize(stream_); rc != cudaSuccess) {
+        warn_noexcept("cudaStreamSynchronize in a queue's destructor", rc);
+    }
+    if (failure_) {
+        try {
+            std::rethrow_exception(failure_);
+        } catch (const std::exception& e) {
+            log::warn(kComponent, "queue destroyed with an unreported failure: {}", e.what());
+        } catch (...) {
+            log::warn(kComponent, "queue destroyed with an unreported failure (not a std::exception)");
+        }
+    }
+    // cublas_ is only set once cuBLAS was loaded, so loaded_cublas_api() is not null.
+    if (const CublasApi* blas = loaded_cublas_api(); cublas_ != nullptr && blas != nullptr) {
+        if (const cublasStatus_t rc = blas->destroy(cublas_); rc != CUBLAS_STATUS_SUCCESS) {
+            log::warn(kComponent, "cublasDestroy failed: status {}", static_cast<int>(rc));
+        }
+    }
+    cublas_workspace_.reset();
+    if (const cudaError_t rc = cudaStreamDestroy(stream_); rc != cudaSuccess) warn_noexcept("cudaStreamDestroy", rc);
+}
+
+cublasHandle_t CudaQueue::cublas() {
+    if (cublas_ != nullptr) return cublas_;
+    use_device(cuda_device_->ordinal());
+    const std::uint64_t bytes = cuda_device_->cublas_workspace_bytes();
+    // Counted like any Device block, so budgets see it; one per queue because queues
+    // run GEMMs concurrently and a workspace must not be shared between streams.
+    Block workspace = cuda_device_->allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "cublas.workspace"});
+    const CublasApi& blas = cublas_api();
+    cublasHandle_t handle = nullptr;
+    OUTCORE_CUBLAS_CHECK(blas.create(&handle));
+    try {
+        OUTCORE_CUBLAS_CHECK(blas.set_stream(handle, stream_));
+        OUTCORE_CUBLAS_CHECK(blas.set_workspace(handle, device_address(BufferView(workspace)), bytes));
+    } catch (...) {
+        (void)blas.destroy(handle);
+        throw;
+    }
+    cublas_workspace_ = std::move(workspace);
+    cublas_ = handle;
+    return cublas_;
+}
+
+void CudaQueue::submit(GpuOp op) { push(Item{.kind = ItemKind::Gpu, .op = std::move(op), .task = {}, .slot = {}}); }
+
+void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
+    const void* from = host.src != nullptr ? host.src : device_address(src);
+    void* to = host.dst != nullptr ? host.dst : device_address(dst);
+    const Where a = host.src != nullptr ? where_of_host(from) : where_of(src.block.kind);
+    const Where b = host.dst != nullptr ? where_of_host(to) : where_of(dst.block.kind);
+    const auto n = static_cast<std::size_t>(bytes);
+    if (a != Where::Device && b != Where::Device) {
+        // Host to host: whether the runtime orders such a cudaMemcpyAsync after the
+        // stream's earlier work is not documented for pageable memory, so it is a plain
+        // memcpy once the stream has drained.
+        push(Item{.kind = ItemKind::Host, .op = {}, .task = [from, to, n] { std::memcpy(to, from, n); }, .slot = {}});
+        return;
+    }
+    const ItemKind kind = a == Where::Pageable || b == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
+    push(Item{.kind = kind,
+              .op = [from, to, n](cudaStream_t stream) {
+                  OUTCORE_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyDefault, stream));
+              },
+              .task = {},
+              .slot = {}});
+}
+
+void CudaQueue::do_fill(const BufferView& dst, std::byte value) {
+    void* to = device_address(dst);
+    const auto n = static_cast<std::size_t>(dst.bytes);
+    const int v = std::to_integer<int>(value);
+    if (dst.block.kind == MemoryKind::HostCached) {
+        push(Item{.kind = ItemKind::Host, .op = {}, .task = [to, v, n] { std::memset(to, v, n); }, .slot = {}});
+        return;
+    }
+    push(Item{.kind = ItemKind::Gpu,
+              .op = [to, v, n](cudaStream_t stream) { OUTCORE_CUDA_CHECK(cudaMemsetAsync(to, v, n, stream)); },
+              .task = {},
+              .slot = {}});
+}
+
+void CudaQueue::do_record(Event& event) {
+    auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
+    if (cuda_event == nullptr) throw UsageError(kComponent, "record: the event was not made by a CUDA device");
+    if (cuda_event->device().ordinal() != cuda_device_->ordinal()) {
+        throw UsageError(kComponent, "record: the event belongs to another GPU (record it on that GPU's queues)");
+    }
+    push(Item{.kind = ItemKind::Record, .op = {}, .task = {}, .slot = cuda_event->arm()});
+}
+
+void CudaQueue::do_wait(const Event& event) {
+    const auto* cuda_event = dynamic_cast<const CudaEvent*>(&event);
+    if (cuda_event == nullptr) throw UsageError(kComponent, "wait: the event was not made by a CUDA device");
+    // The record current now: later records do not move this wait's target.
+    std::shared_ptr<RecordSlot> slot = cuda_event->last();
+    if (!slot) return;
+    push(Item{.kind = ItemKind::Wait, .op = {}, .task = {}, .slot = std::move(slot)});
+}
+
+void CudaQueue::do_host_task(std::function<void()> task) {
+    push(Item{.kind = ItemKind::Host, .op = {}, .task = std::move(task), .slot = {}});
+}
+
+void CudaQueue::do_synchronize() {
+    std::exception_ptr failure;
+    {
+        std::unique_lock lock(mutex_);
+        idle_cv_.wait(lock, [this] { return deferred_.empty() && !busy_; });
+        failure = std::exchange(failure_, nullptr);
+    }
+    const cudaError_t rc = cudaStreamSynchronize(stream_);
+    if (failure) {
+        if (rc != cudaSuccess) (void)cudaGetLastError();
+        std::rethrow_exception(failure);  // the first failure wins
+    }
+    check(rc, "cudaStreamSynchronize");
+}
+
+void CudaQueue::push(Item item) {
+    std::unique_lock lock(mutex_);
+    const bool direct = deferred_.empty() && !busy_ &&
+                        (item.kind == ItemKind::Gpu || item.kind == ItemKind::Record ||
+                         (item.kind == ItemKind::Wait && item.slot->state() != RecordSlot::State::Pending));
+    if (direct) {
+        run_direct(item);
+        return;
+    }
+    deferred_.push_back(std::move(item));
+    lock.unlock();
+    work_cv_.notify_one();
+}
+
+void CudaQueue::run_direct(Item& item) {
+    if (failure_) {
+        // Skipped, as on the worker, until synchronize() reports the failure.
+        if (item.kind == ItemKind::Record) item.slot->mark_failed(failure_);
+        return;
+    }
+    try {
+        use_device(cuda_device_->ordinal());
+        switch (item.kind) {
+            case ItemKind::Record:
+                OUTCORE_CUDA_CHECK(cudaEventRecord(item.slot->native(), stream_));
+                item.slot->mark_recorded();
+                break;
+            case ItemKind::Wait:
+                // Resolved already (push checked), so await() does not block.
+                if (std::exception_ptr failed = item.slot->await()) {
+                    failure_ = std::move(failed);  // work after a wait on failed work is skipped
+                } else {
+                    OUTCORE_CUDA_CHECK(cudaStreamWaitEvent(stream_, item.slot->native(), 0));
+                }
+                break;
+            default: item.op(stream_); break;
+        }
+    } catch (...) {
+        if (item.kind == ItemKind::Record) item.slot->mark_failed(std::current_exception());
+        throw;
+    }
+}
+
+void CudaQueue::run_worker() noexcept {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        work_cv_.wait(lock, [this] { return stopping_ || !deferred_.empty(); });
+        if (deferred_.empty()) break;  // stopping, and everything submitted has run
+        Item item = std::move(deferred_.front());
+        deferred_.pop_front();
+        busy_ = true;
+        // failure_ only changes here and in run_direct/synchronize, which wait while busy.
+        const std::exception_ptr failure = failure_;
+        lock.unlock();
+        std::exception_ptr new_failure = execute(item, failure);
+        item = Item{};  // release captured state outside the lock
+        lock.lock();
+        if (new_failure && !failure_) failure_ = std::move(new_failure);
+        busy_ = false;
+        if (deferred_.empty()) idle_cv_.notify_all();
+    }
+}
+
+std::exception_ptr CudaQueue::execute(Item& item, const std::exception_ptr& failure) noexcept {
+    if (failure) {
+        if (item.kind == ItemKind::Record) item.slot->mark_failed(failure);
+        return nullptr;
+    }
+    try {
+        use_device(cuda_device_->ordinal());  // per thread; cheap when already current
+        switch (item.kind) {
+            case ItemKind::Gpu:
+            case ItemKind::Blocking: item.op(stream_); break;
+            case ItemKind::Host:
+                OUTCORE_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                item.task();
+                break;
+            case ItemKind::Record:
+                OUTCORE_CUDA_CHECK(cudaEventRecord(item.slot->native(), stream_));
+                item.slot->mark_recorded();
+                break;
+            case ItemKind::Wait:
+                if (std::exception_ptr failed = item.slot->await()) return failed;
+                OUTCORE_CUDA_CHECK(cudaStreamWaitEvent(stream_, item.slot->native(), 0));
+                break;
+        }
+    } catch (...) {
+        std::exception_ptr e = std::current_exception();
+        if (item.kind == ItemKind::Record) item.slot->mark_failed(e);
+        return e;
+    }
+    return nullptr;
+}
+
+}  // namespace outcore::cuda
