@@ -44,5 +44,8 @@ using CommandList = std::vector<Command>;
 
 void add_info_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_alloc_demo_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_make_image_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 
 }  // namespace outcore::cli

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -48,6 +49,9 @@ int run(int argc, char** argv) {
     outcore::cli::CommandList commands;
     outcore::cli::add_info_command(app, globals, commands);
     outcore::cli::add_alloc_demo_command(app, globals, commands);
+    outcore::cli::add_gemm_command(app, globals, commands);
+    outcore::cli::add_filter_command(app, globals, commands);
+    outcore::cli::add_make_image_command(app, globals, commands);
 
     try {
         app.parse(argc, argv);
@@ -71,6 +75,11 @@ int main(int argc, char** argv) {
     // The one catch: every failure becomes one line on stderr and a documented code.
     try {
         return run(argc, argv);
+    } catch (const std::bad_alloc&) {
+        // Sizes are checked against budgets first; this is a host allocation the
+        // checks did not foresee, still an out-of-memory and not a crash.
+        print_error("[host] out of host memory (std::bad_alloc)");
+        return static_cast<int>(outcore::ExitCode::OutOfMemory);
     } catch (const std::exception& e) {
         print_error(e.what());
         return static_cast<int>(outcore::exit_code_for(e));
