@@ -255,6 +255,18 @@ GemmReport run_case(Device& device, const Case& cs, std::mt19937_64& rng) {
                                   outcore::dtype_bytes(cs.type) +
                               static_cast<double>(cs.m * cs.n) * outcore::dtype_bytes(ops.c.type);
         o.budget_bytes = std::max(minimum, static_cast<std::uint64_t>(operands * cs.operand_fraction));
+        // gemm_minimum_budget is the best schedule's minimum; a forced schedule can need
+        // more, so grow the derived budget until that schedule has a plan.
+        for (int i = 0; cs.schedule && cs.tile_m == 0 && i < 64; ++i) {
+            outcore::tile::PlanLimits forced = limits;
+            forced.budget_bytes = o.budget_bytes;
+            try {
+                (void)outcore::tile::plan_gemm(problem, forced, *cs.schedule);
+                break;
+            } catch (const outcore::UsageError&) {
+                o.budget_bytes *= 2;
+            }
+        }
     }
     std::vector<double> progress;
     o.progress = [&progress](double f) { progress.push_back(f); };
