@@ -41,7 +41,8 @@ std::vector<std::uint64_t> sizes_for(std::int64_t arg) {
 }
 
 void label(benchmark::State& state) {
-    state.SetLabel(state.range(0) == 0 ? "mix 256B-1MiB" : outcore::format_size(static_cast<std::uint64_t>(state.range(0))));
+    state.SetLabel(state.range(0) == 0 ? "mix 256B-1MiB"
+                                       : outcore::format_size(static_cast<std::uint64_t>(state.range(0))));
 }
 
 // Host memory from aligned_alloc: the heap's upstream, standing in for a device.
@@ -49,7 +50,8 @@ class MallocUpstream final : public outcore::Allocator {
     outcore::RawBlock do_allocate(const outcore::AllocationRequest& r) override {
         const std::uint64_t alignment = std::max<std::uint64_t>(r.alignment, 64);
         void* p = std::aligned_alloc(alignment, outcore::align_up(r.bytes, alignment));
-        if (p == nullptr) throw outcore::OutOfMemory("malloc", "aligned_alloc failed", {.requested_bytes = r.bytes});
+        if (p == nullptr)
+            throw outcore::OutOfMemory("malloc", "aligned_alloc failed", {.requested_bytes = r.bytes});
         outcore::RawBlock b;
         b.kind = r.kind;
         b.bytes = r.bytes;
@@ -87,7 +89,8 @@ void BM_HeapPair(benchmark::State& state) {
     std::mt19937_64 rng(kSeed);
     const std::vector<std::uint64_t> mix = sizes_for(0);
     for (int i = 0; i < kBackgroundCount; ++i) {
-        background.push_back(heap.allocate_raw({.bytes = mix[static_cast<std::size_t>(rng()) % kMixCount] / 4 + 1}));
+        background.push_back(
+            heap.allocate_raw({.bytes = mix[static_cast<std::size_t>(rng()) % kMixCount] / 4 + 1}));
     }
     std::size_t i = 0;
     for (auto _ : state) {
@@ -117,9 +120,7 @@ void BM_MallocPair(benchmark::State& state) {
     label(state);
 }
 
-void sizes(benchmark::internal::Benchmark* b) {
-    b->Arg(256)->Arg(64 * kKiB)->Arg(1 * kMiB)->Arg(0);
-}
+void sizes(benchmark::internal::Benchmark* b) { b->Arg(256)->Arg(64 * kKiB)->Arg(1 * kMiB)->Arg(0); }
 
 BENCHMARK(BM_TlsfPair)->Apply(sizes);
 BENCHMARK(BM_HeapPair)->Apply(sizes);

@@ -36,7 +36,8 @@ void check_resource(const AliasResource& r, std::size_t index) {
     }
     // The resource must fit somewhere in a 64-bit arena at its alignment.
     if (r.bytes > ~std::uint64_t{0} - (r.alignment - 1)) {
-        throw UsageError(kComponent, fmt::format("resource {} of {} bytes overflows the arena", index, r.bytes));
+        throw UsageError(kComponent,
+                         fmt::format("resource {} of {} bytes overflows the arena", index, r.bytes));
     }
 }
 
@@ -108,7 +109,8 @@ std::optional<std::vector<std::uint64_t>> place_greedy(const std::vector<AliasRe
         const AliasResource& r = resources[i];
         busy.clear();
         for (std::size_t j : placed) {
-            if (r.lifetime_intersects(resources[j])) busy.push_back({offsets[j], offsets[j] + resources[j].bytes});
+            if (r.lifetime_intersects(resources[j]))
+                busy.push_back({offsets[j], offsets[j] + resources[j].bytes});
         }
         std::sort(busy.begin(), busy.end(),
                   [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
@@ -170,8 +172,8 @@ std::uint64_t lower_bound_of(const std::vector<AliasResource>& resources) {
 
 void AliasPlan::validate() const {
     if (offsets_bytes.size() != resources.size()) {
-        throw InternalError(kComponent, fmt::format("plan has {} offsets for {} resources", offsets_bytes.size(),
-                                                    resources.size()));
+        throw InternalError(kComponent, fmt::format("plan has {} offsets for {} resources",
+                                                    offsets_bytes.size(), resources.size()));
     }
     std::uint64_t max_end = 0;
     for (std::size_t i = 0; i < resources.size(); ++i) {
@@ -185,7 +187,8 @@ void AliasPlan::validate() const {
                                                         describe(resources, i), offset, r.alignment));
         }
         if (offset > ~std::uint64_t{0} - r.bytes) {
-            throw InternalError(kComponent, fmt::format("{} at offset {} overflows", describe(resources, i), offset));
+            throw InternalError(kComponent,
+                                fmt::format("{} at offset {} overflows", describe(resources, i), offset));
         }
         max_end = std::max(max_end, offset + r.bytes);
     }
@@ -203,8 +206,8 @@ void AliasPlan::validate() const {
                     kComponent,
                     fmt::format("{} and {} overlap in memory ([{}, {}) and [{}, {})) while both live "
                                 "(steps {}..{})",
-                                describe(resources, i), describe(resources, j), a_begin, a_end, b_begin, b_end,
-                                std::max(a.first_use, b.first_use), std::min(a.last_use, b.last_use)));
+                                describe(resources, i), describe(resources, j), a_begin, a_end, b_begin,
+                                b_end, std::max(a.first_use, b.first_use), std::min(a.last_use, b.last_use)));
             }
         }
     }
@@ -218,8 +221,8 @@ void AliasPlan::validate() const {
                                                     live_lower_bound_bytes, bound));
     }
     if (peak_bytes < bound || peak_bytes > sum_bytes) {
-        throw InternalError(kComponent, fmt::format("peak_bytes {} outside [live lower bound {}, sum {}]", peak_bytes,
-                                                    bound, sum_bytes));
+        throw InternalError(kComponent, fmt::format("peak_bytes {} outside [live lower bound {}, sum {}]",
+                                                    peak_bytes, bound, sum_bytes));
     }
 }
 
@@ -235,8 +238,8 @@ AliasPlan AliasPlanner::plan() const {
     std::uint64_t sequential_end = 0;
     auto sequential = place_sequential(resources_, sequential_end);
     if (!sequential) {
-        throw UsageError(kComponent,
-                         fmt::format("{} resources need more than 2^64-1 bytes without aliasing", resources_.size()));
+        throw UsageError(kComponent, fmt::format("{} resources need more than 2^64-1 bytes without aliasing",
+                                                 resources_.size()));
     }
     plan.sum_bytes = sequential_end;
     plan.live_lower_bound_bytes = lower_bound_of(resources_);

@@ -41,18 +41,20 @@ void PooledBuffer::reset() noexcept {
 BufferPool::BufferPool(Allocator& upstream, std::uint64_t alignment_bytes, const BufferPoolOptions& options)
     : upstream_(upstream), options_(options), alignment_bytes_(alignment_bytes) {
     if (!is_power_of_two(alignment_bytes)) {
-        throw UsageError("buffer_pool", fmt::format("alignment must be a power of two (got {})", alignment_bytes));
+        throw UsageError("buffer_pool",
+                         fmt::format("alignment must be a power of two (got {})", alignment_bytes));
     }
     if (options.slot_bytes == 0) throw UsageError("buffer_pool", "slot_bytes must be > 0");
     if (options.slots_per_chunk == 0) throw UsageError("buffer_pool", "slots_per_chunk must be > 0");
     if (options.max_slots == 0) throw UsageError("buffer_pool", "max_slots must be > 0");
     if (options.initial_slots > options.max_slots) {
-        throw UsageError("buffer_pool", fmt::format("initial_slots {} exceeds max_slots {}", options.initial_slots,
-                                                    options.max_slots));
+        throw UsageError("buffer_pool", fmt::format("initial_slots {} exceeds max_slots {}",
+                                                    options.initial_slots, options.max_slots));
     }
     stride_bytes_ = checked_align_up(options.slot_bytes, alignment_bytes, "buffer_pool slot_bytes");
     // The largest chunk must be expressible; checking once here keeps growth simple.
-    (void)checked_mul(stride_bytes_, std::min(options.slots_per_chunk, options.max_slots), "buffer_pool chunk");
+    (void)checked_mul(stride_bytes_, std::min(options.slots_per_chunk, options.max_slots),
+                      "buffer_pool chunk");
     if (options.initial_slots != 0) {
         // The destructor does not run for a throwing constructor: give back what was made.
         try {
@@ -69,7 +71,8 @@ BufferPool::BufferPool(Device& device, const BufferPoolOptions& options)
 
 BufferPool::~BufferPool() {
     if (slots_in_use_ != 0) {
-        log::warn("buffer_pool", "destroyed with {} of {} slots still held; their memory is released with the pool",
+        log::warn("buffer_pool",
+                  "destroyed with {} of {} slots still held; their memory is released with the pool",
                   slots_in_use_, slots_total_);
     }
     for (const RawBlock& chunk : chunks_) upstream_.deallocate_raw(chunk);
@@ -85,7 +88,8 @@ PooledBuffer BufferPool::acquire() {
             info.budget_bytes = options_.max_slots * stride_bytes_;
             info.in_use_bytes = slots_in_use_ * stride_bytes_;
             info.largest_free_bytes = 0;
-            throw OutOfMemory("buffer_pool", fmt::format("all {} slots in use (max_slots)", options_.max_slots), info);
+            throw OutOfMemory("buffer_pool",
+                              fmt::format("all {} slots in use (max_slots)", options_.max_slots), info);
         }
         grow_locked();
     }
@@ -107,8 +111,8 @@ std::optional<PooledBuffer> BufferPool::try_acquire() {
 
 void BufferPool::reserve(std::uint64_t slot_count) {
     if (slot_count > options_.max_slots) {
-        throw UsageError("buffer_pool",
-                         fmt::format("cannot reserve {} slots: max_slots is {}", slot_count, options_.max_slots));
+        throw UsageError("buffer_pool", fmt::format("cannot reserve {} slots: max_slots is {}", slot_count,
+                                                    options_.max_slots));
     }
     const std::lock_guard lock(mutex_);
     while (slots_total_ < slot_count) grow_locked();

@@ -26,12 +26,16 @@ constexpr std::uint64_t kSlotMask = 0xFFFF'FFFFULL;
 }  // namespace
 
 Heap::Heap(Allocator& upstream, std::uint64_t alignment_bytes, const HeapOptions& options)
-    : upstream_(upstream), options_(options), alignment_bytes_(alignment_bytes), max_block_bytes_(UINT64_MAX) {
+    : upstream_(upstream),
+      options_(options),
+      alignment_bytes_(alignment_bytes),
+      max_block_bytes_(UINT64_MAX) {
     if (!is_power_of_two(alignment_bytes)) {
         throw UsageError("heap", fmt::format("alignment must be a power of two (got {})", alignment_bytes));
     }
     if (options.block_bytes == 0 || options.block_bytes > Tlsf::kMaxCapacityBytes) {
-        throw UsageError("heap", fmt::format("block_bytes must be 1 B .. 2^63 B (got {})", options.block_bytes));
+        throw UsageError("heap",
+                         fmt::format("block_bytes must be 1 B .. 2^63 B (got {})", options.block_bytes));
     }
     options_.block_bytes = align_up(options.block_bytes, alignment_bytes);
 }
@@ -47,7 +51,8 @@ Heap::~Heap() {
         if (s.tlsf) live += s.tlsf->allocation_count();
     }
     if (live != 0) {
-        log::warn("heap", "destroyed with {} live allocations ({} in use); their memory is released with the heap",
+        log::warn("heap",
+                  "destroyed with {} live allocations ({} in use); their memory is released with the heap",
                   live, format_size(bytes_used_locked()));
     }
     for (std::uint32_t i = 0; i < slots_.size(); ++i) {
@@ -144,8 +149,8 @@ std::uint32_t Heap::grow_locked(std::uint64_t bytes, std::uint64_t alignment, bo
             // A smaller block still fits under the limit: take that rather than overshoot.
             block_bytes = std::max(needed, headroom & ~(alignment_bytes_ - 1));
         } else if (options_.within_budget) {
-            throw_out_of_memory_locked(bytes, fmt::format("growing by {} would pass the heap limit",
-                                                          format_size(needed)));
+            throw_out_of_memory_locked(
+                bytes, fmt::format("growing by {} would pass the heap limit", format_size(needed)));
         } else {
             block_bytes = needed;
             if (!warned_over_limit_) {
@@ -165,8 +170,10 @@ std::uint32_t Heap::grow_locked(std::uint64_t bytes, std::uint64_t alignment, bo
     const std::uint64_t native_alignment = std::max(alignment, alignment_bytes_);
     RawBlock native;
     try {
-        native = upstream_.allocate_raw({.bytes = block_bytes, .kind = options_.kind,
-                                         .alignment = native_alignment, .tag = options_.tag});
+        native = upstream_.allocate_raw({.bytes = block_bytes,
+                                         .kind = options_.kind,
+                                         .alignment = native_alignment,
+                                         .tag = options_.tag});
     } catch (const OutOfMemory& e) {
         // Re-thrown with the heap's view added: what was asked of the heap, what it
         // holds, and the largest range it could still place.
@@ -177,8 +184,8 @@ std::uint32_t Heap::grow_locked(std::uint64_t bytes, std::uint64_t alignment, bo
         info.in_use_bytes = bytes_used_locked();
         info.largest_free_bytes = largest_free_locked();
         throw OutOfMemory("heap",
-                          fmt::format("growing by a {} block failed (heap holds {}): {}", format_size(block_bytes),
-                                      format_size(bytes_reserved_), e.what()),
+                          fmt::format("growing by a {} block failed (heap holds {}): {}",
+                                      format_size(block_bytes), format_size(bytes_reserved_), e.what()),
                           info);
     }
     if ((native.offset & (native_alignment - 1)) != 0) {
@@ -215,7 +222,8 @@ void Heap::release_slot_locked(std::uint32_t index) noexcept {
     vacant_.push_back(index);  // capacity kept >= slots_.size(): cannot throw
 }
 
-RawBlock Heap::place_locked(std::uint32_t index, const Allocation& a, const AllocationRequest& request) const {
+RawBlock Heap::place_locked(std::uint32_t index, const Allocation& a,
+                            const AllocationRequest& request) const {
     const Slot& s = slots_[index];
     RawBlock b;
     b.kind = options_.kind;
@@ -300,8 +308,10 @@ void Heap::validate() const {
         } catch (const InternalError& e) {
             broken(fmt::format("block {}: {}", i, e.what()));
         }
-        if (s.tlsf->granularity_bytes() != alignment_bytes_) broken(fmt::format("block {} has a wrong granularity", i));
-        if (s.dedicated && s.tlsf->allocation_count() == 0) broken(fmt::format("dedicated block {} is empty", i));
+        if (s.tlsf->granularity_bytes() != alignment_bytes_)
+            broken(fmt::format("block {} has a wrong granularity", i));
+        if (s.dedicated && s.tlsf->allocation_count() == 0)
+            broken(fmt::format("dedicated block {} is empty", i));
         if (s.native.kind != options_.kind) broken(fmt::format("block {} is of the wrong kind", i));
         if (s.native.offset % alignment_bytes_ != 0) broken(fmt::format("block {} is misaligned", i));
         reserved += s.tlsf->capacity_bytes();

@@ -102,7 +102,9 @@ void OffsetIndex::grow() {
 
 namespace {
 
-[[nodiscard]] unsigned floor_log2(std::uint64_t v) noexcept { return 63U - static_cast<unsigned>(std::countl_zero(v)); }
+[[nodiscard]] unsigned floor_log2(std::uint64_t v) noexcept {
+    return 63U - static_cast<unsigned>(std::countl_zero(v));
+}
 
 }  // namespace
 
@@ -112,7 +114,8 @@ Tlsf::Tlsf(std::uint64_t capacity_bytes, std::uint64_t granularity_bytes)
         throw UsageError("tlsf", fmt::format("capacity must be 1 B .. 2^63 B (got {} B)", capacity_bytes));
     }
     if (!is_power_of_two(granularity_bytes)) {
-        throw UsageError("tlsf", fmt::format("granularity must be a power of two (got {})", granularity_bytes));
+        throw UsageError("tlsf",
+                         fmt::format("granularity must be a power of two (got {})", granularity_bytes));
     }
     for (auto& row : heads_) row.fill(kNil);
     nodes_.reserve(64);
@@ -152,7 +155,8 @@ bool Tlsf::fits(const Node& n, std::uint64_t bytes, std::uint64_t alignment) noe
     return gap <= n.bytes && n.bytes - gap >= bytes;
 }
 
-std::uint32_t Tlsf::scan_list(std::uint32_t head, std::uint64_t bytes, std::uint64_t alignment) const noexcept {
+std::uint32_t Tlsf::scan_list(std::uint32_t head, std::uint64_t bytes,
+                              std::uint64_t alignment) const noexcept {
     unsigned seen = 0;
     for (std::uint32_t i = head; i != kNil && seen < kScanLimit; i = nodes_[i].next_free, ++seen) {
         if (fits(nodes_[i], bytes, alignment)) return i;
@@ -200,8 +204,8 @@ Allocation Tlsf::commit(const Placement& p) {
     {
         const Node& n = nodes_[p.block_index];
         if (!n.free || n.offset != p.block_offset || p.offset < n.offset || p.bytes == 0 ||
-            p.offset % granularity_bytes_ != 0 || p.bytes % granularity_bytes_ != 0 || p.offset - n.offset > n.bytes ||
-            n.bytes - (p.offset - n.offset) < p.bytes) {
+            p.offset % granularity_bytes_ != 0 || p.bytes % granularity_bytes_ != 0 ||
+            p.offset - n.offset > n.bytes || n.bytes - (p.offset - n.offset) < p.bytes) {
             fail("commit: stale placement (the block changed since find)");
         }
     }
@@ -416,19 +420,23 @@ void Tlsf::validate() const {
             broken(fmt::format("block at {} should start at {} (gap or overlap)", n.offset, expected_offset));
         }
         if (n.bytes == 0) broken(fmt::format("block at {} is empty", n.offset));
-        if (n.bytes > capacity_bytes_ - n.offset) broken(fmt::format("block at {} runs past the end", n.offset));
-        if (n.offset % granularity_bytes_ != 0) broken(fmt::format("block at {} is off the granularity", n.offset));
+        if (n.bytes > capacity_bytes_ - n.offset)
+            broken(fmt::format("block at {} runs past the end", n.offset));
+        if (n.offset % granularity_bytes_ != 0)
+            broken(fmt::format("block at {} is off the granularity", n.offset));
         if (n.free) {
             ++free_count;
             if (prev != kNil && nodes[prev].free) {
                 broken(fmt::format("free blocks at {} and before it are adjacent", n.offset));
             }
             const ClassIndex c = class_of(n.bytes);
-            if (((sl_bitmap_[c.fl] >> c.sl) & 1U) == 0) broken(fmt::format("free block at {}: class bit clear", n.offset));
+            if (((sl_bitmap_[c.fl] >> c.sl) & 1U) == 0)
+                broken(fmt::format("free block at {}: class bit clear", n.offset));
         } else {
             ++used_count;
             used += n.bytes;
-            if (index_.find(n.offset) != i) broken(fmt::format("allocation at {} missing from the index", n.offset));
+            if (index_.find(n.offset) != i)
+                broken(fmt::format("allocation at {} missing from the index", n.offset));
         }
         expected_offset = n.offset + n.bytes;
         prev = i;
@@ -447,7 +455,8 @@ void Tlsf::validate() const {
     std::uint64_t listed = 0;
     for (unsigned fl = 0; fl < kFlCount; ++fl) {
         const bool fl_bit = ((fl_bitmap_ >> fl) & 1U) != 0;
-        if (fl_bit != (sl_bitmap_[fl] != 0)) broken(fmt::format("first-level bit {} disagrees with its row", fl));
+        if (fl_bit != (sl_bitmap_[fl] != 0))
+            broken(fmt::format("first-level bit {} disagrees with its row", fl));
         if (sl_bitmap_[fl] == 0) {
             if (std::memcmp(heads_[fl].data(), kEmptyRow.data(), sizeof kEmptyRow) != 0) {
                 broken(fmt::format("row {} has a list but no bits", fl));
@@ -465,8 +474,10 @@ void Tlsf::validate() const {
                 const Node& n = nodes[i];
                 if (!n.free) broken(fmt::format("used block at {} is in a free list", n.offset));
                 const ClassIndex c = class_of(n.bytes);
-                if (c.fl != fl || c.sl != sl) broken(fmt::format("free block at {} is in the wrong list", n.offset));
-                if (n.prev_free != prev_free) broken(fmt::format("free block at {}: prev link does not match", n.offset));
+                if (c.fl != fl || c.sl != sl)
+                    broken(fmt::format("free block at {} is in the wrong list", n.offset));
+                if (n.prev_free != prev_free)
+                    broken(fmt::format("free block at {}: prev link does not match", n.offset));
                 prev_free = i;
             }
         }
@@ -480,7 +491,8 @@ void Tlsf::validate() const {
     if (free_count != free_block_count_) {
         broken(fmt::format("{} free blocks but statistics say {}", free_count, free_block_count_));
     }
-    if (index_.size() != used_count) broken(fmt::format("index holds {} entries, {} allocations", index_.size(), used_count));
+    if (index_.size() != used_count)
+        broken(fmt::format("index holds {} entries, {} allocations", index_.size(), used_count));
 
     // Every node not in the chain is in the spare pool.
     std::uint64_t spare = 0;

@@ -55,8 +55,8 @@ std::string demangle_line(const char* line) {
     if (open == std::string::npos || plus == std::string::npos || plus == open + 1) return text;
     const std::string mangled = text.substr(open + 1, plus - open - 1);
     int status = 0;
-    std::unique_ptr<char, decltype(&std::free)> name(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
-                                                     &std::free);
+    std::unique_ptr<char, decltype(&std::free)> name(
+        abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status), &std::free);
     if (status != 0 || !name) return text;
     return text.substr(0, open + 1) + name.get() + text.substr(plus);
 }
@@ -218,8 +218,8 @@ std::string format_leak_report(const LeakReport& report) {
     std::string out = fmt::format("leak report: {} live block(s), {} in {} tag(s)\n", report.count,
                                   format_size(report.bytes), report.groups.size());
     for (const LeakGroup& g : report.groups) {
-        out += fmt::format("  {}: {} block(s), {}, oldest {} old\n", g.tag.empty() ? "(untagged)" : g.tag, g.count,
-                           format_size(g.bytes), format_age(g.oldest_age_ns));
+        out += fmt::format("  {}: {} block(s), {}, oldest {} old\n", g.tag.empty() ? "(untagged)" : g.tag,
+                           g.count, format_size(g.bytes), format_age(g.oldest_age_ns));
         for (const std::string& frame : g.oldest_stack) out += fmt::format("      at {}\n", frame);
     }
     return out;

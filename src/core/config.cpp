@@ -22,7 +22,8 @@ std::uint32_t parse_count(std::string_view key, std::string_view value, std::uin
     std::uint32_t v = 0;
     const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
     if (ec != std::errc{} || p != value.data() + value.size() || v < lo || v > hi) {
-        throw UsageError("config", fmt::format("invalid value '{}' for {}: expected an integer {}..{}", value, key, lo, hi));
+        throw UsageError("config", fmt::format("invalid value '{}' for {}: expected an integer {}..{}", value,
+                                               key, lo, hi));
     }
     return v;
 }
@@ -30,7 +31,8 @@ std::uint32_t parse_count(std::string_view key, std::string_view value, std::uin
 // The one table of keys: adding a setting is adding a row.
 const std::vector<KeyDef>& key_table() {
     static const std::vector<KeyDef> table{
-        {"device_budget", "device memory budget: bytes, % of the device, or auto (the recommended working set)",
+        {"device_budget",
+         "device memory budget: bytes, % of the device, or auto (the recommended working set)",
          [](Config& c, std::string_view v) { c.device_budget = parse_size(v, "device_budget"); }},
         {"host_budget", "host memory budget for the swap store's warm tier: bytes, % of RAM, or auto",
          [](Config& c, std::string_view v) { c.host_budget = parse_size(v, "host_budget"); }},
@@ -43,11 +45,13 @@ const std::vector<KeyDef>& key_table() {
          [](Config& c, std::string_view v) {
              const std::uint64_t b = parse_bytes(v, "block");
              if (b < kMiB || b > 64 * kMiB) {
-                 throw UsageError("config", fmt::format("invalid value '{}' for block: must be 1MiB..64MiB", v));
+                 throw UsageError("config",
+                                  fmt::format("invalid value '{}' for block: must be 1MiB..64MiB", v));
              }
              c.block_bytes = b;
          }},
-        {"backend", "device backend: cpu, cuda or vulkan, optionally with :index (default: first GPU, else cpu)",
+        {"backend",
+         "device backend: cpu, cuda or vulkan, optionally with :index (default: first GPU, else cpu)",
          [](Config& c, std::string_view v) { c.backend = std::string(v); }},
         {"cpu_devices", "number of devices the CPU backend presents, 1..64",
          [](Config& c, std::string_view v) { c.cpu_devices = parse_count("cpu_devices", v, 1, 64); }},
@@ -90,7 +94,8 @@ void Config::apply(std::string_view assignments) {
         if (item.empty()) continue;
         const std::size_t eq = item.find('=');
         if (eq == std::string_view::npos) {
-            throw UsageError("config", fmt::format("'{}' is not key=value (valid keys: {})", item, valid_keys()));
+            throw UsageError("config",
+                             fmt::format("'{}' is not key=value (valid keys: {})", item, valid_keys()));
         }
         set(trim(item.substr(0, eq)), item.substr(eq + 1));
     }

@@ -25,10 +25,11 @@ std::string_view Error::detail() const noexcept {
 
 namespace {
 std::string oom_message(std::string_view reason, const OutOfMemoryInfo& info) {
-    std::string text = fmt::format("{} on {}: needed {}", reason, to_string(info.tier),
-                                   format_size(info.requested_bytes));
+    std::string text =
+        fmt::format("{} on {}: needed {}", reason, to_string(info.tier), format_size(info.requested_bytes));
     if (info.budget_bytes != 0) {
-        const std::uint64_t available = info.budget_bytes > info.in_use_bytes ? info.budget_bytes - info.in_use_bytes : 0;
+        const std::uint64_t available =
+            info.budget_bytes > info.in_use_bytes ? info.budget_bytes - info.in_use_bytes : 0;
         text += fmt::format(", available {} (budget {}, in use {})", format_size(available),
                             format_size(info.budget_bytes), format_size(info.in_use_bytes));
     } else if (info.in_use_bytes != 0) {

@@ -25,7 +25,8 @@ std::string_view trim(std::string_view s) {
 bool iequals(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+        if (std::tolower(static_cast<unsigned char>(a[i])) !=
+            std::tolower(static_cast<unsigned char>(b[i]))) {
             return false;
         }
     }
@@ -37,16 +38,27 @@ struct Unit {
     std::uint64_t factor;
 };
 constexpr std::array<Unit, 16> kUnits{{
-    {"", 1},          {"b", 1},
-    {"k", kKiB},      {"kib", kKiB},       {"kb", 1000ULL},
-    {"m", kMiB},      {"mib", kMiB},       {"mb", 1000ULL * 1000},
-    {"g", kGiB},      {"gib", kGiB},       {"gb", 1000ULL * 1000 * 1000},
-    {"t", kTiB},      {"tib", kTiB},       {"tb", 1000ULL * 1000 * 1000 * 1000},
-    {"pib", 1024 * kTiB}, {"pb", 1000ULL * 1000 * 1000 * 1000 * 1000},
+    {"", 1},
+    {"b", 1},
+    {"k", kKiB},
+    {"kib", kKiB},
+    {"kb", 1000ULL},
+    {"m", kMiB},
+    {"mib", kMiB},
+    {"mb", 1000ULL * 1000},
+    {"g", kGiB},
+    {"gib", kGiB},
+    {"gb", 1000ULL * 1000 * 1000},
+    {"t", kTiB},
+    {"tib", kTiB},
+    {"tb", 1000ULL * 1000 * 1000 * 1000},
+    {"pib", 1024 * kTiB},
+    {"pb", 1000ULL * 1000 * 1000 * 1000 * 1000},
 }};
 
 [[noreturn]] void bad(std::string_view what, std::string_view text, std::string_view why) {
-    throw UsageError(what, fmt::format("invalid size '{}': {} (examples: 4096, 512MiB, 1.5GB, 75%, auto)", text, why));
+    throw UsageError(
+        what, fmt::format("invalid size '{}': {} (examples: 4096, 512MiB, 1.5GB, 75%, auto)", text, why));
 }
 
 }  // namespace
@@ -59,7 +71,8 @@ SizeSpec parse_size(std::string_view text, std::string_view what) {
     // Split number and unit: the number is digits with at most one '.'.
     std::size_t end = 0;
     bool seen_dot = false;
-    while (end < s.size() && (std::isdigit(static_cast<unsigned char>(s[end])) != 0 || (s[end] == '.' && !seen_dot))) {
+    while (end < s.size() &&
+           (std::isdigit(static_cast<unsigned char>(s[end])) != 0 || (s[end] == '.' && !seen_dot))) {
         seen_dot = seen_dot || s[end] == '.';
         ++end;
     }
@@ -70,7 +83,8 @@ SizeSpec parse_size(std::string_view text, std::string_view what) {
     if (unit == "%") {
         double pct = 0;
         const auto [p, ec] = std::from_chars(number.data(), number.data() + number.size(), pct);
-        if (ec != std::errc{} || p != number.data() + number.size() || !std::isfinite(pct)) bad(what, text, "bad number");
+        if (ec != std::errc{} || p != number.data() + number.size() || !std::isfinite(pct))
+            bad(what, text, "bad number");
         if (pct > 100.0) bad(what, text, "a percentage cannot exceed 100%");
         return SizeSpec{SizeSpec::Kind::Fraction, 0, pct / 100.0};
     }
@@ -107,7 +121,8 @@ SizeSpec parse_size(std::string_view text, std::string_view what) {
 std::uint64_t parse_bytes(std::string_view text, std::string_view what) {
     const SizeSpec spec = parse_size(text, what);
     if (spec.kind != SizeSpec::Kind::Bytes) {
-        throw UsageError(what, fmt::format("invalid size '{}': an absolute size is needed here (like 512MiB)", text));
+        throw UsageError(
+            what, fmt::format("invalid size '{}': an absolute size is needed here (like 512MiB)", text));
     }
     return spec.bytes;
 }
@@ -144,7 +159,8 @@ std::string format_size(std::uint64_t bytes) {
     }
     // One decimal, dropped when it is zero: "1.5 GiB", "16 GiB".
     const long double rounded = std::round(value * 10.0L) / 10.0L;
-    if (rounded == std::floor(rounded)) return fmt::format("{:.0f} {}", static_cast<double>(rounded), kNames[unit]);
+    if (rounded == std::floor(rounded))
+        return fmt::format("{:.0f} {}", static_cast<double>(rounded), kNames[unit]);
     return fmt::format("{:.1f} {}", static_cast<double>(rounded), kNames[unit]);
 }
 

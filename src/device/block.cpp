@@ -34,15 +34,16 @@ RawBlock Block::release() noexcept {
 namespace {
 void check_range(std::uint64_t block_bytes, std::uint64_t offset, std::uint64_t bytes) {
     if (offset > block_bytes || bytes > block_bytes - offset) {
-        throw UsageError("buffer", fmt::format("range [{}, {}+{}) lies outside a block of {} bytes", offset, offset,
-                                               bytes, block_bytes));
+        throw UsageError("buffer", fmt::format("range [{}, {}+{}) lies outside a block of {} bytes", offset,
+                                               offset, bytes, block_bytes));
     }
 }
 }  // namespace
 
 BufferView::BufferView(const Block& b, std::uint64_t off, std::uint64_t n) : BufferView(b.raw(), off, n) {}
 
-BufferView::BufferView(const RawBlock& b, std::uint64_t off, std::uint64_t n) : block(b), offset(off), bytes(n) {
+BufferView::BufferView(const RawBlock& b, std::uint64_t off, std::uint64_t n)
+    : block(b), offset(off), bytes(n) {
     check_range(b.bytes, off, n);
 }
 

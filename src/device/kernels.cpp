@@ -15,9 +15,10 @@ std::uint64_t span_bytes(std::uint64_t rows, std::uint64_t cols, std::uint64_t l
     return checked_mul(elems, elem, "gemm");
 }
 
-void check_operand(const char* name, const BufferView& v, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld,
-                   std::uint32_t elem) {
-    if (ld < rows) throw UsageError("gemm", fmt::format("ld{} = {} is less than its {} rows", name, ld, rows));
+void check_operand(const char* name, const BufferView& v, std::uint64_t rows, std::uint64_t cols,
+                   std::uint64_t ld, std::uint32_t elem) {
+    if (ld < rows)
+        throw UsageError("gemm", fmt::format("ld{} = {} is less than its {} rows", name, ld, rows));
     const std::uint64_t need = span_bytes(rows, cols, ld, elem);
     if (v.bytes < need) {
         throw UsageError("gemm", fmt::format("{} needs {} bytes but its buffer has {}", name, need, v.bytes));
@@ -44,27 +45,32 @@ void Kernels::gemm(Queue& queue, const GemmTileArgs& a) {
 
 namespace {
 
-std::uint32_t filter_halo_rows(FilterOp op, std::uint32_t radius) { return op == FilterOp::SeparableRow ? 0 : radius; }
+std::uint32_t filter_halo_rows(FilterOp op, std::uint32_t radius) {
+    return op == FilterOp::SeparableRow ? 0 : radius;
+}
 std::uint32_t filter_halo_cols(FilterOp op, std::uint32_t radius) {
     return op == FilterOp::SeparableColumn ? 0 : radius;
 }
 
-void check_image(const char* name, const BufferView& v, std::uint64_t rows, std::uint64_t cols, std::uint64_t stride,
-                 std::uint64_t pixel_bytes) {
+void check_image(const char* name, const BufferView& v, std::uint64_t rows, std::uint64_t cols,
+                 std::uint64_t stride, std::uint64_t pixel_bytes) {
     const std::uint64_t row_bytes = checked_mul(cols, pixel_bytes, "filter");
     if (stride < row_bytes) {
-        throw UsageError("filter", fmt::format("{} row stride {} is less than a row of {} bytes", name, stride, row_bytes));
+        throw UsageError("filter", fmt::format("{} row stride {} is less than a row of {} bytes", name,
+                                               stride, row_bytes));
     }
     const std::uint64_t need = checked_add(checked_mul(rows - 1, stride, "filter"), row_bytes, "filter");
     if (v.bytes < need) {
-        throw UsageError("filter", fmt::format("{} needs {} bytes but its buffer has {}", name, need, v.bytes));
+        throw UsageError("filter",
+                         fmt::format("{} needs {} bytes but its buffer has {}", name, need, v.bytes));
     }
 }
 
 }  // namespace
 
 void Kernels::filter(Queue& queue, const FilterTileArgs& a) {
-    if (a.channels < 1 || a.channels > 4) throw UsageError("filter", fmt::format("{} channels (1..4)", a.channels));
+    if (a.channels < 1 || a.channels > 4)
+        throw UsageError("filter", fmt::format("{} channels (1..4)", a.channels));
     if (a.out_rows == 0 || a.out_cols == 0) return;
     if (a.op == FilterOp::SobelMagnitude && a.radius != 1) throw UsageError("filter", "Sobel has radius 1");
     std::uint64_t taps = 0;
@@ -78,7 +84,8 @@ void Kernels::filter(Queue& queue, const FilterTileArgs& a) {
     }
     const std::uint64_t in_rows = checked_add(a.out_rows, 2ULL * filter_halo_rows(a.op, a.radius), "filter");
     const std::uint64_t in_cols = checked_add(a.out_cols, 2ULL * filter_halo_cols(a.op, a.radius), "filter");
-    check_image("input", a.in, in_rows, in_cols, a.in_row_stride, std::uint64_t{dtype_bytes(a.in_type)} * a.channels);
+    check_image("input", a.in, in_rows, in_cols, a.in_row_stride,
+                std::uint64_t{dtype_bytes(a.in_type)} * a.channels);
     check_image("output", a.out, a.out_rows, a.out_cols, a.out_row_stride,
                 std::uint64_t{dtype_bytes(a.out_type)} * a.channels);
     do_filter(queue, a);

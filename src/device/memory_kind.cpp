@@ -1,7 +1,8 @@
+#include "outcore/device/memory_kind.hpp"
+
 #include <optional>
 
 #include "outcore/device/dtype.hpp"
-#include "outcore/device/memory_kind.hpp"
 
 namespace outcore {
 
@@ -14,7 +15,9 @@ std::string_view to_string(MemoryKind kind) noexcept {
     return "unknown";
 }
 
-Tier tier_of(MemoryKind kind) noexcept { return kind == MemoryKind::Device ? Tier::Device : Tier::HostPinned; }
+Tier tier_of(MemoryKind kind) noexcept {
+    return kind == MemoryKind::Device ? Tier::Device : Tier::HostPinned;
+}
 
 std::string_view to_string(DType t) noexcept {
     switch (t) {

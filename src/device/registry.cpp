@@ -33,7 +33,8 @@ std::string known_backends() {
     return s;
 }
 
-std::unique_ptr<Device> open_named(std::string_view name, std::optional<std::uint32_t> index, const Config& config) {
+std::unique_ptr<Device> open_named(std::string_view name, std::optional<std::uint32_t> index,
+                                   const Config& config) {
     for (const BackendEntry& entry : registered_backends()) {
         if (entry.name != name) continue;
         const BackendProbe probe = entry.probe(config);
@@ -42,8 +43,8 @@ std::unique_ptr<Device> open_named(std::string_view name, std::optional<std::uin
         }
         const std::uint32_t i = index.value_or(0);
         if (i >= probe.devices.size()) {
-            throw UsageError("device", fmt::format("backend '{}' has {} device(s); index {} does not exist", name,
-                                                   probe.devices.size(), i));
+            throw UsageError("device", fmt::format("backend '{}' has {} device(s); index {} does not exist",
+                                                   name, probe.devices.size(), i));
         }
         return entry.open(i, config);
     }
@@ -68,8 +69,9 @@ std::unique_ptr<Device> open_device(std::string_view selector, const Config& con
             std::uint32_t i = 0;
             const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), i);
             if (ec != std::errc{} || p != digits.data() + digits.size()) {
-                throw UsageError("device", fmt::format("bad device selector '{}' (expected backend or backend:index)",
-                                                       selector));
+                throw UsageError(
+                    "device",
+                    fmt::format("bad device selector '{}' (expected backend or backend:index)", selector));
             }
             index = i;
         }

@@ -48,7 +48,8 @@ using outcore::Queue;
 using outcore::UsageError;
 using namespace std::chrono_literals;
 
-constexpr std::array<MemoryKind, 3> kKinds = {MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached};
+constexpr std::array<MemoryKind, 3> kKinds = {MemoryKind::Device, MemoryKind::HostPinned,
+                                              MemoryKind::HostCached};
 
 std::vector<std::string> available_devices() {
     std::vector<std::string> ids;
@@ -138,16 +139,19 @@ TEST_P(DeviceConformance, AllocatesEveryKindAndAccountsForIt) {
         const std::uint64_t count_before = dev().allocation_count(kind);
         std::vector<Block> blocks;
         std::uint64_t sum = 0;
-        for (std::uint64_t size : {std::uint64_t{1}, std::uint64_t{4097}, outcore::kMiB + 3, 1 + rng() % 200000}) {
+        for (std::uint64_t size :
+             {std::uint64_t{1}, std::uint64_t{4097}, outcore::kMiB + 3, 1 + rng() % 200000}) {
             const std::uint64_t alignment = rng() % 2 == 0 ? 0 : std::uint64_t{1} << (rng() % 13);
-            Block b = dev().allocate({.bytes = size, .kind = kind, .alignment = alignment, .tag = "conformance"});
+            Block b =
+                dev().allocate({.bytes = size, .kind = kind, .alignment = alignment, .tag = "conformance"});
             EXPECT_EQ(b.kind(), kind);
             EXPECT_EQ(b.bytes(), size);
             EXPECT_EQ(b.raw().device_id, dev().id());
             EXPECT_EQ(b.raw().offset % std::max<std::uint64_t>(alignment, 1), 0U);
             if (outcore::host_visible(kind)) {
                 ASSERT_NE(b.host(), nullptr);
-                EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.host()) % std::max<std::uint64_t>(alignment, 64), 0U);
+                EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.host()) % std::max<std::uint64_t>(alignment, 64),
+                          0U);
                 b.host()[0] = std::byte{1};  // host-visible memory is really there
                 b.host()[size - 1] = std::byte{2};
             } else {
@@ -214,8 +218,8 @@ TEST_P(DeviceConformance, RoundTripIsBitExactBetweenEveryPairOfKinds) {
         for (MemoryKind to : kKinds) {
             for (std::size_t n : {std::size_t{1}, std::size_t{3}, std::size_t{4097},
                                   static_cast<std::size_t>(1 + rng() % 300000)}) {
-                SCOPED_TRACE(testing::Message() << outcore::to_string(from) << " -> " << outcore::to_string(to)
-                                                << ", " << n << " bytes");
+                SCOPED_TRACE(testing::Message() << outcore::to_string(from) << " -> "
+                                                << outcore::to_string(to) << ", " << n << " bytes");
                 const std::uint64_t src_off = rng() % 1000;
                 const std::uint64_t dst_off = rng() % 1000;
                 const std::uint64_t dst_tail = rng() % 100;
@@ -227,9 +231,11 @@ TEST_P(DeviceConformance, RoundTripIsBitExactBetweenEveryPairOfKinds) {
                 q->upload(data.data(), BufferView(src, src_off, n));
                 q->copy(BufferView(src, src_off, n), BufferView(dst, dst_off, n));
                 const std::vector<std::byte> whole = read(*q, dst);
-                ASSERT_TRUE(std::equal(data.begin(), data.end(), whole.begin() + static_cast<std::ptrdiff_t>(dst_off)));
+                ASSERT_TRUE(std::equal(data.begin(), data.end(),
+                                       whole.begin() + static_cast<std::ptrdiff_t>(dst_off)));
                 for (std::uint64_t i = 0; i < dst_off; ++i) ASSERT_EQ(whole[i], around) << "before, at " << i;
-                for (std::uint64_t i = dst_off + n; i < whole.size(); ++i) ASSERT_EQ(whole[i], around) << "after, at " << i;
+                for (std::uint64_t i = dst_off + n; i < whole.size(); ++i)
+                    ASSERT_EQ(whole[i], around) << "after, at " << i;
             }
         }
     }
@@ -260,7 +266,8 @@ TEST_P(DeviceConformance, QueueWorkRunsInSubmissionOrder) {
     constexpr std::size_t kBytes = 8192;
     std::vector<Block> blocks;
     std::vector<std::vector<std::byte>> model;
-    for (MemoryKind kind : {MemoryKind::Device, MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached}) {
+    for (MemoryKind kind :
+         {MemoryKind::Device, MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached}) {
         blocks.push_back(dev().allocate({.bytes = kBytes, .kind = kind}));
         model.emplace_back(kBytes, std::byte{0});
     }
@@ -291,23 +298,26 @@ TEST_P(DeviceConformance, QueueWorkRunsInSubmissionOrder) {
                 std::copy(uploads.back().begin(), uploads.back().end(), model[bi].begin() + at);
                 break;
             case 2:
-                downloads.emplace_back(std::vector<std::byte>(len, std::byte{0xEE}),
-                                       std::vector<std::byte>(model[bi].begin() + at,
-                                                              model[bi].begin() + at + static_cast<std::ptrdiff_t>(len)));
+                downloads.emplace_back(
+                    std::vector<std::byte>(len, std::byte{0xEE}),
+                    std::vector<std::byte>(model[bi].begin() + at,
+                                           model[bi].begin() + at + static_cast<std::ptrdiff_t>(len)));
                 q->download(BufferView(blocks[bi], off, len), downloads.back().first.data());
                 break;
             default: {
                 const std::size_t di = (bi + 1 + rng() % (blocks.size() - 1)) % blocks.size();
                 const std::size_t doff = rng() % (kBytes - len + 1);
                 q->copy(BufferView(blocks[bi], off, len), BufferView(blocks[di], doff, len));
-                std::copy_n(model[bi].begin() + at, len, model[di].begin() + static_cast<std::ptrdiff_t>(doff));
+                std::copy_n(model[bi].begin() + at, len,
+                            model[di].begin() + static_cast<std::ptrdiff_t>(doff));
                 break;
             }
         }
     }
     gate.open();
     q->synchronize();
-    for (std::size_t i = 0; i < downloads.size(); ++i) ASSERT_EQ(downloads[i].first, downloads[i].second) << i;
+    for (std::size_t i = 0; i < downloads.size(); ++i)
+        ASSERT_EQ(downloads[i].first, downloads[i].second) << i;
     for (std::size_t i = 0; i < blocks.size(); ++i) EXPECT_EQ(read(*q, blocks[i]), model[i]) << "block " << i;
 }
 
@@ -432,7 +442,11 @@ struct HostMatrix {
     std::vector<double> exact;
 
     HostMatrix(DType t, std::uint64_t r, std::uint64_t c, std::uint64_t l)
-        : type(t), rows(r), cols(c), ld(l), bytes(static_cast<std::size_t>(l * c * outcore::dtype_bytes(t))),
+        : type(t),
+          rows(r),
+          cols(c),
+          ld(l),
+          bytes(static_cast<std::size_t>(l * c * outcore::dtype_bytes(t))),
           exact(static_cast<std::size_t>(r * c)) {}
 
     void set(std::uint64_t i, std::uint64_t j, double v) {
@@ -482,8 +496,13 @@ constexpr double kPadding = 12345.0;
 
 GemmProblem random_problem(std::mt19937_64& rng, DType type, GemmCompute compute) {
     std::uniform_real_distribution<double> uni(-1.0, 1.0);
-    GemmTileArgs s{.type = type, .compute = compute, .trans_a = rng() % 2 == 0, .trans_b = rng() % 2 == 0,
-                   .m = 1 + rng() % 96, .n = 1 + rng() % 96, .k = 1 + rng() % 128};
+    GemmTileArgs s{.type = type,
+                   .compute = compute,
+                   .trans_a = rng() % 2 == 0,
+                   .trans_b = rng() % 2 == 0,
+                   .m = 1 + rng() % 96,
+                   .n = 1 + rng() % 96,
+                   .k = 1 + rng() % 128};
     s.alpha = 2.0 * uni(rng);
     s.beta = rng() % 2 == 0 ? 0.0 : uni(rng);
     const std::uint64_t ar = s.trans_a ? s.k : s.m, ac = s.trans_a ? s.m : s.k;
@@ -492,9 +511,12 @@ GemmProblem random_problem(std::mt19937_64& rng, DType type, GemmCompute compute
     s.ldb = br + rng() % 4;
     s.ldc = s.m + rng() % 4;
     const DType out = type == DType::F64 ? DType::F64 : DType::F32;
-    GemmProblem p{s, HostMatrix(type, ar, ac, s.lda), HostMatrix(type, br, bc, s.ldb), HostMatrix(out, s.m, s.n, s.ldc)};
-    for (std::uint64_t j = 0; j < ac; ++j) for (std::uint64_t i = 0; i < s.lda; ++i) p.a.set(i, j, uni(rng));
-    for (std::uint64_t j = 0; j < bc; ++j) for (std::uint64_t i = 0; i < s.ldb; ++i) p.b.set(i, j, uni(rng));
+    GemmProblem p{s, HostMatrix(type, ar, ac, s.lda), HostMatrix(type, br, bc, s.ldb),
+                  HostMatrix(out, s.m, s.n, s.ldc)};
+    for (std::uint64_t j = 0; j < ac; ++j)
+        for (std::uint64_t i = 0; i < s.lda; ++i) p.a.set(i, j, uni(rng));
+    for (std::uint64_t j = 0; j < bc; ++j)
+        for (std::uint64_t i = 0; i < s.ldb; ++i) p.b.set(i, j, uni(rng));
     for (std::uint64_t j = 0; j < s.n; ++j) {
         for (std::uint64_t i = 0; i < s.ldc; ++i) {
             // Padding rows must survive; with beta == 0, NaN poison must be overwritten.
@@ -545,10 +567,10 @@ TEST_P(DeviceConformance, GemmMatchesAFloat64ReferenceAndTheCpuBackend) {
         for (std::uint64_t t = 0; t < outcore::test::scaled(12); ++t) {
             const GemmProblem p = random_problem(rng, mode.type, mode.compute);
             const GemmTileArgs& s = p.shape;
-            SCOPED_TRACE(testing::Message() << outcore::to_string(s.type)
-                                            << (s.compute == GemmCompute::FastTF32 ? " tf32" : "") << " ta=" << s.trans_a
-                                            << " tb=" << s.trans_b << " m=" << s.m << " n=" << s.n << " k=" << s.k
-                                            << " beta=" << s.beta);
+            SCOPED_TRACE(testing::Message()
+                         << outcore::to_string(s.type) << (s.compute == GemmCompute::FastTF32 ? " tf32" : "")
+                         << " ta=" << s.trans_a << " tb=" << s.trans_b << " m=" << s.m << " n=" << s.n
+                         << " k=" << s.k << " beta=" << s.beta);
             const HostMatrix got = run_on(dev(), p);
             const HostMatrix cpu = run_on(*reference_device, p);
             double diff2 = 0, cpu_diff2 = 0, ref2 = 0;
@@ -567,7 +589,8 @@ TEST_P(DeviceConformance, GemmMatchesAFloat64ReferenceAndTheCpuBackend) {
                     cpu_diff2 += (g - cpu.get(i, j)) * (g - cpu.get(i, j));
                     ref2 += ref * ref;
                 }
-                for (std::uint64_t i = s.m; i < s.ldc; ++i) padding_intact = padding_intact && got.get(i, j) == kPadding;
+                for (std::uint64_t i = s.m; i < s.ldc; ++i)
+                    padding_intact = padding_intact && got.get(i, j) == kPadding;
             }
             EXPECT_TRUE(finite) << "an element was not written (NaN poison left) or is not finite";
             EXPECT_TRUE(padding_intact) << "rows between m and ldc were written";
@@ -583,13 +606,22 @@ TEST_P(DeviceConformance, GemmRefusesWhatItDoesNotSupport) {
     for (DType t : {DType::F32, DType::F64, DType::BF16, DType::F16, DType::U8, DType::U16}) {
         for (GemmCompute c : {GemmCompute::Exact, GemmCompute::FastTF32}) {
             if (dev().kernels().supports_gemm(t, c)) continue;
-            const GemmTileArgs args{.type = t, .compute = c, .m = 2, .n = 2, .k = 2, .a = m, .lda = 2,
-                                    .b = m, .ldb = 2, .c = BufferView(m, 2048, 64), .ldc = 2};
+            const GemmTileArgs args{.type = t,
+                                    .compute = c,
+                                    .m = 2,
+                                    .n = 2,
+                                    .k = 2,
+                                    .a = m,
+                                    .lda = 2,
+                                    .b = m,
+                                    .ldb = 2,
+                                    .c = BufferView(m, 2048, 64),
+                                    .ldc = 2};
             EXPECT_THROW(dev().kernels().gemm(*q, args), UsageError) << outcore::to_string(t);
         }
     }
-    const GemmTileArgs too_small{.m = 8, .n = 8, .k = 8, .a = BufferView(m, 0, 255), .lda = 8, .b = m, .ldb = 8,
-                                 .c = m, .ldc = 8};
+    const GemmTileArgs too_small{
+        .m = 8, .n = 8, .k = 8, .a = BufferView(m, 0, 255), .lda = 8, .b = m, .ldb = 8, .c = m, .ldc = 8};
     EXPECT_THROW(dev().kernels().gemm(*q, too_small), UsageError);
     EXPECT_NO_THROW(q->synchronize());
 }

@@ -83,9 +83,9 @@ private:
     const std::function<void(const BudgetWatermark&)> on_watermark_;
 
     mutable std::mutex mutex_;
-    std::uint64_t used_bytes_ = 0;     // guarded by mutex_
-    std::uint64_t limit_bytes_ = 0;    // guarded by mutex_
-    bool above_watermark_ = false;     // guarded by mutex_
+    std::uint64_t used_bytes_ = 0;   // guarded by mutex_
+    std::uint64_t limit_bytes_ = 0;  // guarded by mutex_
+    bool above_watermark_ = false;   // guarded by mutex_
 };
 
 }  // namespace outcore::alloc

@@ -51,11 +51,11 @@ struct BufferPoolOptions {
 };
 
 struct BufferPoolStatistics {
-    std::uint64_t slots_total = 0;    ///< slots made (free + in use)
-    std::uint64_t slots_in_use = 0;   ///< slots held by PooledBuffers now
-    std::uint64_t slots_peak = 0;     ///< most slots ever in use at once
-    std::uint64_t chunk_count = 0;    ///< upstream allocations held
-    std::uint64_t bytes_reserved = 0; ///< upstream bytes held by the chunks
+    std::uint64_t slots_total = 0;     ///< slots made (free + in use)
+    std::uint64_t slots_in_use = 0;    ///< slots held by PooledBuffers now
+    std::uint64_t slots_peak = 0;      ///< most slots ever in use at once
+    std::uint64_t chunk_count = 0;     ///< upstream allocations held
+    std::uint64_t bytes_reserved = 0;  ///< upstream bytes held by the chunks
 };
 
 /// One slot of a BufferPool, held until destruction or reset(). Move-only. The pool

@@ -125,10 +125,12 @@ private:
 
     std::uint32_t grow_locked(std::uint64_t bytes, std::uint64_t alignment, bool for_reserve);
     void release_slot_locked(std::uint32_t index) noexcept;
-    [[nodiscard]] RawBlock place_locked(std::uint32_t index, const Allocation& a, const AllocationRequest& r) const;
+    [[nodiscard]] RawBlock place_locked(std::uint32_t index, const Allocation& a,
+                                        const AllocationRequest& r) const;
     [[nodiscard]] std::uint64_t bytes_used_locked() const noexcept;
     [[nodiscard]] std::uint64_t largest_free_locked() const noexcept;
-    [[noreturn]] void throw_out_of_memory_locked(std::uint64_t requested_bytes, std::string_view reason) const;
+    [[noreturn]] void throw_out_of_memory_locked(std::uint64_t requested_bytes,
+                                                 std::string_view reason) const;
 
     Allocator& upstream_;
     HeapOptions options_;

@@ -50,13 +50,17 @@ public:
     ~OnOutOfMemory() override = default;
 
     /// Retries made so far (each call of upstream after a failure counts one).
-    [[nodiscard]] std::uint64_t retry_count() const noexcept { return retries_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t retry_count() const noexcept {
+        return retries_.load(std::memory_order_relaxed);
+    }
     /// Requests that failed at least once and then succeeded on a retry.
     [[nodiscard]] std::uint64_t recovered_count() const noexcept {
         return recovered_.load(std::memory_order_relaxed);
     }
     /// Requests that ended in OutOfMemory despite the callback.
-    [[nodiscard]] std::uint64_t given_up_count() const noexcept { return given_up_.load(std::memory_order_relaxed); }
+    [[nodiscard]] std::uint64_t given_up_count() const noexcept {
+        return given_up_.load(std::memory_order_relaxed);
+    }
     [[nodiscard]] std::uint64_t max_retries() const noexcept { return max_retries_; }
 
 private:

@@ -131,7 +131,8 @@ public:
     /// The smallest free block that find(bytes, alignment) is sure to use: a free
     /// block at least this large means find never returns nullopt. Saturates at
     /// UINT64_MAX. Pure arithmetic; a testable statement of the good-fit rule.
-    [[nodiscard]] std::uint64_t sure_fit_bytes(std::uint64_t bytes, std::uint64_t alignment = 1) const noexcept;
+    [[nodiscard]] std::uint64_t sure_fit_bytes(std::uint64_t bytes,
+                                               std::uint64_t alignment = 1) const noexcept;
 
     /// Walks every block and list and checks every invariant: blocks tile
     /// [0, capacity) in order with consistent links, no two adjacent free blocks, each
@@ -166,7 +167,8 @@ private:
     [[nodiscard]] static inline ClassIndex class_of(std::uint64_t bytes) noexcept;
     [[nodiscard]] static inline std::uint64_t round_up_to_class(std::uint64_t bytes) noexcept;
     [[nodiscard]] inline std::uint32_t first_at_or_above(ClassIndex c) const noexcept;
-    [[nodiscard]] static inline bool fits(const Node& n, std::uint64_t bytes, std::uint64_t alignment) noexcept;
+    [[nodiscard]] static inline bool fits(const Node& n, std::uint64_t bytes,
+                                          std::uint64_t alignment) noexcept;
     [[nodiscard]] std::uint32_t scan_list(std::uint32_t head, std::uint64_t bytes,
                                           std::uint64_t alignment) const noexcept;
     inline void insert_free(std::uint32_t index) noexcept;
@@ -180,8 +182,8 @@ private:
     std::uint64_t bytes_used_ = 0;
     std::uint64_t allocation_count_ = 0;
     std::uint64_t free_block_count_ = 0;
-    std::uint32_t first_ = kNil;       // the block at offset 0
-    std::uint32_t spare_nodes_ = kNil; // pool of unused nodes, chained by next_free
+    std::uint32_t first_ = kNil;        // the block at offset 0
+    std::uint32_t spare_nodes_ = kNil;  // pool of unused nodes, chained by next_free
     std::uint64_t fl_bitmap_ = 0;
     std::array<std::uint32_t, kFlCount> sl_bitmap_{};
     std::array<std::array<std::uint32_t, kSlCount>, kFlCount> heads_{};

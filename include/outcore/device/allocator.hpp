@@ -40,7 +40,9 @@ public:
     /// Allocates and returns an owning Block. Throws UsageError for 0 bytes or a bad
     /// alignment, OutOfMemory when the memory cannot be had. Thread safety: as the
     /// implementation documents (every allocator in outcore is thread-safe).
-    [[nodiscard]] Block allocate(const AllocationRequest& request) { return Block(*this, allocate_raw(request)); }
+    [[nodiscard]] Block allocate(const AllocationRequest& request) {
+        return Block(*this, allocate_raw(request));
+    }
     /// As allocate, but the caller must give the block back with deallocate_raw.
     [[nodiscard]] RawBlock allocate_raw(const AllocationRequest& request);
     /// Gives back a block this allocator made. Never throws.

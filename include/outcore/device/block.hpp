@@ -45,7 +45,10 @@ class Block {
 public:
     Block() noexcept = default;
     Block(Allocator& owner, const RawBlock& raw) noexcept : owner_(&owner), raw_(raw) {}
-    Block(Block&& other) noexcept : owner_(other.owner_), raw_(other.raw_) { other.owner_ = nullptr; other.raw_ = {}; }
+    Block(Block&& other) noexcept : owner_(other.owner_), raw_(other.raw_) {
+        other.owner_ = nullptr;
+        other.raw_ = {};
+    }
     Block& operator=(Block&& other) noexcept;
     Block(const Block&) = delete;
     Block& operator=(const Block&) = delete;
@@ -78,7 +81,8 @@ struct BufferView {
     BufferView() = default;
     /// The whole block.
     BufferView(const Block& b) noexcept : BufferView(b.raw()) {}  // NOLINT(google-explicit-constructor)
-    BufferView(const RawBlock& b) noexcept : block(b), bytes(b.bytes) {}  // NOLINT(google-explicit-constructor)
+    BufferView(const RawBlock& b) noexcept
+        : block(b), bytes(b.bytes) {}  // NOLINT(google-explicit-constructor)
     /// A sub-range; throws UsageError if it does not lie inside the block.
     BufferView(const Block& b, std::uint64_t offset, std::uint64_t bytes);
     BufferView(const RawBlock& b, std::uint64_t offset, std::uint64_t bytes);

@@ -33,7 +33,9 @@ public:
     [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
 
     /// Bytes of Device memory currently allocated from this device.
-    [[nodiscard]] std::uint64_t allocated_bytes() const noexcept { return allocated_bytes(MemoryKind::Device); }
+    [[nodiscard]] std::uint64_t allocated_bytes() const noexcept {
+        return allocated_bytes(MemoryKind::Device);
+    }
     /// Bytes currently allocated of one kind.
     [[nodiscard]] std::uint64_t allocated_bytes(MemoryKind kind) const noexcept;
     /// Live allocations of one kind.

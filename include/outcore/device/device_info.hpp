@@ -11,8 +11,8 @@
 namespace outcore {
 
 struct DeviceInfo {
-    std::string name;     ///< "NVIDIA H200", "CPU (16 threads)"
-    std::string backend;  ///< "cpu", "cuda", "vulkan"
+    std::string name;         ///< "NVIDIA H200", "CPU (16 threads)"
+    std::string backend;      ///< "cpu", "cuda", "vulkan"
     std::uint32_t index = 0;  ///< ordinal within its backend
     std::uint64_t total_memory_bytes = 0;
     std::uint64_t recommended_working_set_bytes = 0;

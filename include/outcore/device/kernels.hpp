@@ -66,7 +66,7 @@ struct FilterTileArgs {
     BufferView in{};                           ///< input tile with halo
     std::uint64_t in_row_stride = 0;           ///< bytes between input rows
     BufferView out{};
-    std::uint64_t out_row_stride = 0;          ///< bytes between output rows
+    std::uint64_t out_row_stride = 0;  ///< bytes between output rows
     /// f32 taps (2r+1, or (2r+1)² for Conv2D), inline or in a buffer (KernelParams);
     /// must stay alive until the queue has run the tile.
     const KernelParams* weights = nullptr;

@@ -24,10 +24,10 @@ struct Config;
 
 /// What one backend found.
 struct BackendProbe {
-    std::string backend;               ///< "cpu", "cuda", "vulkan"
-    bool available = false;            ///< found usable hardware
-    std::string reason;                ///< when not available: why ("no CUDA driver")
-    std::vector<DeviceInfo> devices;   ///< what it found (budget fields as detected)
+    std::string backend;              ///< "cpu", "cuda", "vulkan"
+    bool available = false;           ///< found usable hardware
+    std::string reason;               ///< when not available: why ("no CUDA driver")
+    std::vector<DeviceInfo> devices;  ///< what it found (budget fields as detected)
 };
 
 /// A compiled-in backend: a probe and an opener. `is_gpu` orders the default choice.

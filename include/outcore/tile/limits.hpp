@@ -12,13 +12,13 @@
 namespace outcore::tile {
 
 struct PlanLimits {
-    std::uint64_t budget_bytes = 0;            ///< device bytes the plan may hold at once
-    std::uint64_t min_offset_alignment = 256;  ///< every slot offset is a multiple of this
+    std::uint64_t budget_bytes = 0;               ///< device bytes the plan may hold at once
+    std::uint64_t min_offset_alignment = 256;     ///< every slot offset is a multiple of this
     std::uint64_t max_buffer_bytes = UINT64_MAX;  ///< largest single slot (binding range)
-    std::uint64_t max_inline_bytes = 4096;     ///< kernel parameters inline up to this
-    std::uint32_t pipeline_depth = 2;          ///< slots per input stream, 2 or 3
-    double compute_flops = 0;                  ///< device rate for the op's dtype, FLOP/s (0: unknown)
-    double link_bytes_per_second = 0;          ///< host→device bandwidth, B/s (0: unknown)
+    std::uint64_t max_inline_bytes = 4096;        ///< kernel parameters inline up to this
+    std::uint32_t pipeline_depth = 2;             ///< slots per input stream, 2 or 3
+    double compute_flops = 0;                     ///< device rate for the op's dtype, FLOP/s (0: unknown)
+    double link_bytes_per_second = 0;             ///< host→device bandwidth, B/s (0: unknown)
     /// device→host bandwidth, B/s (0: same as link_bytes_per_second).
     double link_d2h_bytes_per_second = 0;
     /// Both directions at once, B/s in total (0: the directions do not overlap, so a

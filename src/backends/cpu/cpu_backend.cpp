@@ -31,7 +31,8 @@ BackendProbe probe(const Config& config) {
         return result;
     }
     try {
-        for (std::uint32_t i = 0; i < config.cpu_devices; ++i) result.devices.push_back(make_device_info(options_for(i)));
+        for (std::uint32_t i = 0; i < config.cpu_devices; ++i)
+            result.devices.push_back(make_device_info(options_for(i)));
         result.available = true;
     } catch (const std::exception& e) {
         result.devices.clear();
@@ -42,7 +43,8 @@ BackendProbe probe(const Config& config) {
 
 std::unique_ptr<Device> open(std::uint32_t index, const Config& config) {
     if (index >= config.cpu_devices) {
-        throw UsageError("cpu", fmt::format("no device cpu:{} (cpu_devices = {})", index, config.cpu_devices));
+        throw UsageError("cpu",
+                         fmt::format("no device cpu:{} (cpu_devices = {})", index, config.cpu_devices));
     }
     return make_cpu_device(options_for(index));
 }

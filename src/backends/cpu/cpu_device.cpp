@@ -34,10 +34,11 @@ DeviceInfo make_device_info(const CpuDeviceOptions& options) {
                                                  options.working_set_fraction));
     }
     if (!is_power_of_two(options.min_offset_alignment)) {
-        throw UsageError(kComponent,
-                         fmt::format("min_offset_alignment {} is not a power of two", options.min_offset_alignment));
+        throw UsageError(kComponent, fmt::format("min_offset_alignment {} is not a power of two",
+                                                 options.min_offset_alignment));
     }
-    const std::uint64_t total = options.total_memory_bytes != 0 ? options.total_memory_bytes : physical_memory_bytes();
+    const std::uint64_t total =
+        options.total_memory_bytes != 0 ? options.total_memory_bytes : physical_memory_bytes();
     if (total == 0) throw BackendError(kComponent, "cannot read the machine's memory size", 0, "sysconf");
     const unsigned threads = std::max(1U, std::thread::hardware_concurrency());
 
@@ -47,8 +48,9 @@ DeviceInfo make_device_info(const CpuDeviceOptions& options) {
     info.index = options.index;
     info.total_memory_bytes = total;
     // long double keeps totals near 2^64 from rounding above the total.
-    info.recommended_working_set_bytes = std::min<std::uint64_t>(
-        total, static_cast<std::uint64_t>(std::floor(static_cast<long double>(total) * options.working_set_fraction)));
+    info.recommended_working_set_bytes =
+        std::min<std::uint64_t>(total, static_cast<std::uint64_t>(std::floor(static_cast<long double>(total) *
+                                                                             options.working_set_fraction)));
     // It IS host memory. The device still behaves like a discrete GPU (Device blocks
     // have no host pointer, copies go through queues), but consumers may skip staging.
     info.unified_memory = true;
@@ -83,19 +85,19 @@ RawBlock CpuDevice::do_allocate_native(const AllocationRequest& request) {
     const std::uint64_t alignment =
         std::max({kMinAllocationAlignment, info().min_offset_alignment, request.alignment});
     void* memory = nullptr;
-    const int rc = request.bytes > SIZE_MAX
-                       ? ENOMEM
-                       : ::posix_memalign(&memory, static_cast<std::size_t>(alignment),
-                                          static_cast<std::size_t>(request.bytes));
+    const int rc = request.bytes > SIZE_MAX ? ENOMEM
+                                            : ::posix_memalign(&memory, static_cast<std::size_t>(alignment),
+                                                               static_cast<std::size_t>(request.bytes));
     if (rc != 0) {
         if (counted) device_bytes_.fetch_sub(request.bytes, std::memory_order_relaxed);
         const Tier tier = counted ? Tier::Device : Tier::HostPinned;
-        throw OutOfMemory(kComponent, fmt::format("posix_memalign failed (errno {})", rc),
-                          OutOfMemoryInfo{.requested_bytes = request.bytes,
-                                          .tier = tier,
-                                          .budget_bytes = counted ? capacity_bytes_ : 0,
-                                          .in_use_bytes = counted ? device_bytes_.load(std::memory_order_relaxed)
-                                                                  : allocated_bytes(request.kind)});
+        throw OutOfMemory(
+            kComponent, fmt::format("posix_memalign failed (errno {})", rc),
+            OutOfMemoryInfo{.requested_bytes = request.bytes,
+                            .tier = tier,
+                            .budget_bytes = counted ? capacity_bytes_ : 0,
+                            .in_use_bytes = counted ? device_bytes_.load(std::memory_order_relaxed)
+                                                    : allocated_bytes(request.kind)});
     }
 
     RawBlock block;

@@ -50,7 +50,8 @@ Operand check_operand(const char* name, const BufferView& view, std::uint64_t ro
     }
     std::byte* data = address_of(view);
     if (need != 0 && reinterpret_cast<std::uintptr_t>(data) % elem_bytes != 0) {
-        throw UsageError(kComponent, fmt::format("gemm: {} is not aligned to its {}-byte elements", name, elem_bytes));
+        throw UsageError(kComponent,
+                         fmt::format("gemm: {} is not aligned to its {}-byte elements", name, elem_bytes));
     }
     // BLAS rejects ld < 1 even for empty operands; no element is read in that case.
     return Operand{data, static_cast<blasint>(std::max<std::uint64_t>(ld, 1))};
@@ -64,7 +65,8 @@ float bf16_to_f32(std::uint16_t bits) noexcept {
 }
 
 /// Widens a column-major bf16 matrix to a packed f32 one (ld = rows).
-std::vector<float> widen_bf16(const std::byte* src, std::uint64_t rows, std::uint64_t cols, std::uint64_t ld) {
+std::vector<float> widen_bf16(const std::byte* src, std::uint64_t rows, std::uint64_t cols,
+                              std::uint64_t ld) {
     std::vector<float> out(static_cast<std::size_t>(rows * cols));
     for (std::uint64_t j = 0; j < cols; ++j) {
         for (std::uint64_t i = 0; i < rows; ++i) {
@@ -103,8 +105,9 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         throw UsageError(kComponent, "gemm: the queue belongs to another device");
     }
     if (!do_supports_gemm(args.type, args.compute)) {
-        throw UsageError(kComponent, fmt::format("gemm: type {} with this compute mode is not supported on the CPU",
-                                                 to_string(args.type)));
+        throw UsageError(kComponent,
+                         fmt::format("gemm: type {} with this compute mode is not supported on the CPU",
+                                     to_string(args.type)));
     }
     for (const BufferView* v : {&args.a, &args.b, &args.c}) {
         if (v->block.device_id != device_->id()) {
@@ -113,8 +116,8 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     }
     constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<blasint>::max());
     if (args.m > kMax || args.n > kMax || args.k > kMax) {
-        throw UsageError(kComponent, fmt::format("gemm: m, n, k = {}, {}, {} exceed BLAS's limit {}", args.m, args.n,
-                                                 args.k, kMax));
+        throw UsageError(kComponent, fmt::format("gemm: m, n, k = {}, {}, {} exceed BLAS's limit {}", args.m,
+                                                 args.n, args.k, kMax));
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
     const std::uint64_t out_bytes = args.type == DType::BF16 ? 4 : in_bytes;  // bf16 stores C in f32
@@ -139,27 +142,31 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         case DType::F32:
             cpu_queue->enqueue([=] {
                 cblas_sgemm(CblasColMajor, ta, tb, m, n, k, static_cast<float>(alpha),
-                            reinterpret_cast<const float*>(a.data), a.ld, reinterpret_cast<const float*>(b.data), b.ld,
-                            static_cast<float>(beta), reinterpret_cast<float*>(c.data), c.ld);
+                            reinterpret_cast<const float*>(a.data), a.ld,
+                            reinterpret_cast<const float*>(b.data), b.ld, static_cast<float>(beta),
+                            reinterpret_cast<float*>(c.data), c.ld);
             });
             break;
         case DType::F64:
             cpu_queue->enqueue([=] {
-                cblas_dgemm(CblasColMajor, ta, tb, m, n, k, alpha, reinterpret_cast<const double*>(a.data), a.ld,
-                            reinterpret_cast<const double*>(b.data), b.ld, beta, reinterpret_cast<double*>(c.data),
-                            c.ld);
+                cblas_dgemm(CblasColMajor, ta, tb, m, n, k, alpha, reinterpret_cast<const double*>(a.data),
+                            a.ld, reinterpret_cast<const double*>(b.data), b.ld, beta,
+                            reinterpret_cast<double*>(c.data), c.ld);
             });
             break;
         case DType::BF16:
             // Widening happens on the worker: the inputs are only valid once earlier
             // work on the queue (their upload) has run.
             cpu_queue->enqueue([=] {
-                const std::vector<float> wa = widen_bf16(a.data, a_rows, a_cols, static_cast<std::uint64_t>(a.ld));
-                const std::vector<float> wb = widen_bf16(b.data, b_rows, b_cols, static_cast<std::uint64_t>(b.ld));
+                const std::vector<float> wa =
+                    widen_bf16(a.data, a_rows, a_cols, static_cast<std::uint64_t>(a.ld));
+                const std::vector<float> wb =
+                    widen_bf16(b.data, b_rows, b_cols, static_cast<std::uint64_t>(b.ld));
                 const auto packed_lda = static_cast<blasint>(std::max<std::uint64_t>(a_rows, 1));
                 const auto packed_ldb = static_cast<blasint>(std::max<std::uint64_t>(b_rows, 1));
                 cblas_sgemm(CblasColMajor, ta, tb, m, n, k, static_cast<float>(alpha), wa.data(), packed_lda,
-                            wb.data(), packed_ldb, static_cast<float>(beta), reinterpret_cast<float*>(c.data), c.ld);
+                            wb.data(), packed_ldb, static_cast<float>(beta), reinterpret_cast<float*>(c.data),
+                            c.ld);
             });
             break;
         default: break;  // excluded by do_supports_gemm above

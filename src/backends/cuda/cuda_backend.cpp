@@ -25,8 +25,8 @@ std::string driver_hint(cudaError_t rc) {
     int runtime = 0;
     if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) (void)cudaGetLastError();
     if (driver == 0) return "; no NVIDIA driver is loaded";
-    return fmt::format("; the driver supports CUDA {}.{}, this build needs {}.{}", driver / 1000, driver % 1000 / 10,
-                       runtime / 1000, runtime % 1000 / 10);
+    return fmt::format("; the driver supports CUDA {}.{}, this build needs {}.{}", driver / 1000,
+                       driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
 }
 
 BackendProbe probe(const Config& /*config*/) {
@@ -47,7 +47,8 @@ BackendProbe probe(const Config& /*config*/) {
     }
     try {
         for (int i = 0; i < count; ++i) {
-            result.devices.push_back(make_device_info({.ordinal = static_cast<std::uint32_t>(i), .reserve_bytes = 0}));
+            result.devices.push_back(
+                make_device_info({.ordinal = static_cast<std::uint32_t>(i), .reserve_bytes = 0}));
         }
         result.available = true;
     } catch (const std::exception& e) {
@@ -63,6 +64,8 @@ std::unique_ptr<Device> open(std::uint32_t index, const Config& /*config*/) {
 
 }  // namespace
 
-BackendEntry backend_entry() { return BackendEntry{.name = "cuda", .is_gpu = true, .probe = probe, .open = open}; }
+BackendEntry backend_entry() {
+    return BackendEntry{.name = "cuda", .is_gpu = true, .probe = probe, .open = open};
+}
 
 }  // namespace outcore::cuda

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "cuda_blas.hpp"
-
 #include "outcore/core/error.hpp"
 
 namespace outcore::cuda {
@@ -22,9 +21,9 @@ void check(cudaError_t status, std::string_view what) {
     (void)cudaGetLastError();
     const std::string_view name = error_name(status);
     const char* description = cudaGetErrorString(status);
-    throw BackendError(kComponent,
-                       fmt::format("{} failed: {}: {}", what, name, description != nullptr ? description : "?"),
-                       static_cast<std::int64_t>(status), name);
+    throw BackendError(
+        kComponent, fmt::format("{} failed: {}: {}", what, name, description != nullptr ? description : "?"),
+        static_cast<std::int64_t>(status), name);
 }
 
 void check(cublasStatus_t status, std::string_view what) {
@@ -34,11 +33,11 @@ void check(cublasStatus_t status, std::string_view what) {
     const CublasApi* api = loaded_cublas_api();
     const char* name_text = api != nullptr ? api->status_name(status) : nullptr;
     const char* description = api != nullptr ? api->status_string(status) : nullptr;
-    const std::string name =
-        name_text != nullptr ? std::string(name_text) : fmt::format("cublasStatus {}", static_cast<int>(status));
-    throw BackendError(kComponent,
-                       fmt::format("{} failed: {}: {}", what, name, description != nullptr ? description : "?"),
-                       static_cast<std::int64_t>(status), name);
+    const std::string name = name_text != nullptr ? std::string(name_text)
+                                                  : fmt::format("cublasStatus {}", static_cast<int>(status));
+    throw BackendError(
+        kComponent, fmt::format("{} failed: {}: {}", what, name, description != nullptr ? description : "?"),
+        static_cast<std::int64_t>(status), name);
 }
 
 void use_device(int ordinal) { check(cudaSetDevice(ordinal), "cudaSetDevice"); }

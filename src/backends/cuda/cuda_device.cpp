@@ -40,7 +40,8 @@ int checked_ordinal(std::uint32_t ordinal) {
 
 /// Bytes to ask for so that an `alignment`-aligned range of `bytes` fits in an
 /// allocation the API aligns to `natural`; nullopt on overflow.
-std::optional<std::uint64_t> padded_bytes(std::uint64_t bytes, std::uint64_t alignment, std::uint64_t natural) {
+std::optional<std::uint64_t> padded_bytes(std::uint64_t bytes, std::uint64_t alignment,
+                                          std::uint64_t natural) {
     const std::uint64_t pad = alignment > natural ? alignment - natural : 0;
     if (bytes > UINT64_MAX - pad) return std::nullopt;
     return bytes + pad;
@@ -82,7 +83,8 @@ DeviceInfo make_device_info(const CudaDeviceOptions& options) {
     info.backend = "cuda";
     info.index = options.ordinal;
     info.total_memory_bytes = total_bytes;
-    const std::uint64_t reserve = options.reserve_bytes != 0 ? options.reserve_bytes : default_reserve_bytes(total_bytes);
+    const std::uint64_t reserve =
+        options.reserve_bytes != 0 ? options.reserve_bytes : default_reserve_bytes(total_bytes);
     // Another process may hold most of the card: then half of what is free, never 0.
     info.recommended_working_set_bytes =
         free_bytes > reserve ? free_bytes - reserve : std::max<std::uint64_t>(free_bytes / 2, 1);
@@ -160,14 +162,15 @@ void CudaDevice::throw_out_of_memory(const AllocationRequest& request, const cha
             (void)cudaGetLastError();
         }
     }
-    throw OutOfMemory(kComponent, fmt::format("{} failed", call),
-                      OutOfMemoryInfo{.requested_bytes = request.bytes,
-                                      .tier = tier_of(request.kind),
-                                      .budget_bytes = request.kind == MemoryKind::Device ? info().total_memory_bytes : 0,
-                                      .in_use_bytes = allocated_bytes(request.kind),
-                                      // CUDA maps pages anywhere in its address space, so
-                                      // any request up to the free bytes can succeed.
-                                      .largest_free_bytes = free_now});
+    throw OutOfMemory(
+        kComponent, fmt::format("{} failed", call),
+        OutOfMemoryInfo{.requested_bytes = request.bytes,
+                        .tier = tier_of(request.kind),
+                        .budget_bytes = request.kind == MemoryKind::Device ? info().total_memory_bytes : 0,
+                        .in_use_bytes = allocated_bytes(request.kind),
+                        // CUDA maps pages anywhere in its address space, so
+                        // any request up to the free bytes can succeed.
+                        .largest_free_bytes = free_now});
 }
 
 RawBlock CudaDevice::do_allocate_native(const AllocationRequest& request) {
@@ -177,11 +180,13 @@ RawBlock CudaDevice::do_allocate_native(const AllocationRequest& request) {
     if (request.kind == MemoryKind::HostCached) {
         // Pageable host memory: never registered, so the OS may page it; copies
         // through it are staged by the CUDA runtime.
-        const std::uint64_t alignment = std::max<std::uint64_t>(request.alignment, info().min_offset_alignment);
+        const std::uint64_t alignment =
+            std::max<std::uint64_t>(request.alignment, info().min_offset_alignment);
         void* memory = nullptr;
-        const int rc = request.bytes > SIZE_MAX ? ENOMEM
-                                                : ::posix_memalign(&memory, static_cast<std::size_t>(alignment),
-                                                                   static_cast<std::size_t>(request.bytes));
+        const int rc = request.bytes > SIZE_MAX
+                           ? ENOMEM
+                           : ::posix_memalign(&memory, static_cast<std::size_t>(alignment),
+                                              static_cast<std::size_t>(request.bytes));
         if (rc != 0) throw_out_of_memory(request, "posix_memalign");
         block.native = reinterpret_cast<std::uintptr_t>(memory);
         block.cookie = block.native;
@@ -195,10 +200,11 @@ RawBlock CudaDevice::do_allocate_native(const AllocationRequest& request) {
     if (!bytes || *bytes > SIZE_MAX) throw_out_of_memory(request, on_device ? "cudaMalloc" : "cudaHostAlloc");
     use_device(ordinal_);
     void* base = nullptr;
-    const cudaError_t rc = on_device ? cudaMalloc(&base, static_cast<std::size_t>(*bytes))
-                                     // Portable: pinned for every device's context, as
-                                     // multi-GPU staging needs.
-                                     : cudaHostAlloc(&base, static_cast<std::size_t>(*bytes), cudaHostAllocPortable);
+    const cudaError_t rc =
+        on_device ? cudaMalloc(&base, static_cast<std::size_t>(*bytes))
+                  // Portable: pinned for every device's context, as
+                  // multi-GPU staging needs.
+                  : cudaHostAlloc(&base, static_cast<std::size_t>(*bytes), cudaHostAllocPortable);
     if (rc == cudaErrorMemoryAllocation) {
         (void)cudaGetLastError();  // not sticky: the device stays usable
         throw_out_of_memory(request, on_device ? "cudaMalloc" : "cudaHostAlloc");
@@ -224,8 +230,8 @@ void CudaDevice::do_deallocate_native(const RawBlock& block) noexcept {
     if (rc != cudaSuccess) {
         (void)cudaGetLastError();
         try {
-            log::warn(kComponent, "freeing {} bytes of {} memory failed: {}", block.bytes, to_string(block.kind),
-                      error_name(rc));
+            log::warn(kComponent, "freeing {} bytes of {} memory failed: {}", block.bytes,
+                      to_string(block.kind), error_name(rc));
         } catch (...) {
             // Logging must not turn a failed free into a crash.
         }

@@ -77,7 +77,8 @@ __device__ __forceinline__ float filter_sample(FilterKind op, const Source& x, c
     switch (op) {
         case FilterKind::SeparableRow: {
             float acc = mul(w[0], x(y, e));
-            for (int t = 1; t < side; ++t) acc = add(acc, mul(w[t], x(y, e + static_cast<std::int64_t>(t) * step)));
+            for (int t = 1; t < side; ++t)
+                acc = add(acc, mul(w[t], x(y, e + static_cast<std::int64_t>(t) * step)));
             return acc;
         }
         case FilterKind::SeparableColumn: {
@@ -89,7 +90,8 @@ __device__ __forceinline__ float filter_sample(FilterKind op, const Source& x, c
             float acc = mul(w[0], x(y, e));
             for (int dy = 0; dy < side; ++dy) {
                 for (int dx = dy == 0 ? 1 : 0; dx < side; ++dx) {
-                    acc = add(acc, mul(w[dy * side + dx], x(y + dy, e + static_cast<std::int64_t>(dx) * step)));
+                    acc =
+                        add(acc, mul(w[dy * side + dx], x(y + dy, e + static_cast<std::int64_t>(dx) * step)));
                 }
             }
             return acc;
@@ -151,7 +153,8 @@ __global__ void __launch_bounds__(kThreads) filter_shared_kernel(const FilterLau
     float* w = shared;
     float* s = shared + p.taps;
     const int tid = static_cast<int>(threadIdx.y) * kBlockX + static_cast<int>(threadIdx.x);
-    for (int i = tid; i < p.taps; i += kThreads) w[i] = p.weights_buffer != nullptr ? p.weights_buffer[i] : p.weights[i];
+    for (int i = tid; i < p.taps; i += kThreads)
+        w[i] = p.weights_buffer != nullptr ? p.weights_buffer[i] : p.weights[i];
 
     const int pitch = tile.elems + 2 * halo_elems(p.op, p.radius, p.step);
     const int in_tile_rows = tile.rows + 2 * halo_rows(p.op, p.radius);
@@ -159,7 +162,8 @@ __global__ void __launch_bounds__(kThreads) filter_shared_kernel(const FilterLau
     const GlobalSource in{static_cast<const char*>(p.in), p.in_stride, p.in_type};
     const SharedSource staged{s, pitch};
     const std::int64_t row_step = static_cast<std::int64_t>(gridDim.y) * tile.rows;
-    for (std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * tile.rows; row0 < p.out_rows; row0 += row_step) {
+    for (std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * tile.rows; row0 < p.out_rows;
+         row0 += row_step) {
         __syncthreads();  // the weights are written; the previous tile is no longer read
         for (int r = static_cast<int>(threadIdx.y); r < in_tile_rows; r += kBlockY) {
             const std::int64_t y = row0 + r;
@@ -170,7 +174,8 @@ __global__ void __launch_bounds__(kThreads) filter_shared_kernel(const FilterLau
         }
         __syncthreads();
         for (int r = static_cast<int>(threadIdx.y); r < tile.rows && row0 + r < p.out_rows; r += kBlockY) {
-            for (int c = static_cast<int>(threadIdx.x); c < tile.elems && e0 + c < p.out_elems; c += kBlockX) {
+            for (int c = static_cast<int>(threadIdx.x); c < tile.elems && e0 + c < p.out_elems;
+                 c += kBlockX) {
                 const float v = filter_sample(p.op, staged, w, r, c, p.step, p.radius);
                 store_sample(static_cast<char*>(p.out), p.out_stride, p.out_type, row0 + r, e0 + c, v);
             }
@@ -192,7 +197,8 @@ __global__ void __launch_bounds__(kThreads) filter_global_kernel(const FilterLau
     const GlobalSource in{static_cast<const char*>(p.in), p.in_stride, p.in_type};
     const std::int64_t y_step = static_cast<std::int64_t>(gridDim.y) * kBlockY;
     const std::int64_t e_step = static_cast<std::int64_t>(gridDim.x) * kBlockX;
-    for (std::int64_t y = static_cast<std::int64_t>(blockIdx.y) * kBlockY + threadIdx.y; y < p.out_rows; y += y_step) {
+    for (std::int64_t y = static_cast<std::int64_t>(blockIdx.y) * kBlockY + threadIdx.y; y < p.out_rows;
+         y += y_step) {
         for (std::int64_t e = static_cast<std::int64_t>(blockIdx.x) * kBlockX + threadIdx.x; e < p.out_elems;
              e += e_step) {
             store_sample(static_cast<char*>(p.out), p.out_stride, p.out_type, y, e,
@@ -216,10 +222,12 @@ constexpr TileShape kSobelShapes[] = {{32, 128}, {8, 32}};
 
 ShapeList shapes_for(FilterKind op) {
     switch (op) {
-        case FilterKind::SeparableRow: return {kRowShapes, static_cast<int>(sizeof kRowShapes / sizeof kRowShapes[0])};
+        case FilterKind::SeparableRow:
+            return {kRowShapes, static_cast<int>(sizeof kRowShapes / sizeof kRowShapes[0])};
         case FilterKind::SeparableColumn:
             return {kColumnShapes, static_cast<int>(sizeof kColumnShapes / sizeof kColumnShapes[0])};
-        case FilterKind::Conv2D: return {kConvShapes, static_cast<int>(sizeof kConvShapes / sizeof kConvShapes[0])};
+        case FilterKind::Conv2D:
+            return {kConvShapes, static_cast<int>(sizeof kConvShapes / sizeof kConvShapes[0])};
         default: return {kSobelShapes, static_cast<int>(sizeof kSobelShapes / sizeof kSobelShapes[0])};
     }
 }
@@ -229,10 +237,12 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 }  // namespace
 
 cudaError_t prepare_filter_kernels(int max_shared_bytes) {
-    return cudaFuncSetAttribute(filter_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes);
+    return cudaFuncSetAttribute(filter_shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                max_shared_bytes);
 }
 
-cudaError_t launch_filter(const FilterLaunch& launch, cudaStream_t stream, int max_shared_bytes, bool force_global) {
+cudaError_t launch_filter(const FilterLaunch& launch, cudaStream_t stream, int max_shared_bytes,
+                          bool force_global) {
     if (launch.out_rows <= 0 || launch.out_elems <= 0) return cudaSuccess;
     const dim3 block(kBlockX, kBlockY);
     const std::int64_t hr = launch.op == FilterKind::SeparableRow ? 0 : launch.radius;
@@ -245,15 +255,18 @@ cudaError_t launch_filter(const FilterLaunch& launch, cudaStream_t stream, int m
             const std::int64_t floats = launch.taps + (shape.rows + 2 * hr) * (shape.elems + 2 * he);
             if (floats * static_cast<std::int64_t>(sizeof(float)) > max_shared_bytes) continue;
             const dim3 grid(static_cast<unsigned>(ceil_div(launch.out_elems, shape.elems)),
-                            static_cast<unsigned>(std::min<std::int64_t>(ceil_div(launch.out_rows, shape.rows), kMaxGridY)));
+                            static_cast<unsigned>(
+                                std::min<std::int64_t>(ceil_div(launch.out_rows, shape.rows), kMaxGridY)));
             // Clears an earlier, unrelated error so the check below sees this launch's.
             (void)cudaGetLastError();
-            filter_shared_kernel<<<grid, block, static_cast<std::size_t>(floats) * sizeof(float), stream>>>(launch, shape);
+            filter_shared_kernel<<<grid, block, static_cast<std::size_t>(floats) * sizeof(float), stream>>>(
+                launch, shape);
             return cudaGetLastError();
         }
     }
-    const dim3 grid(static_cast<unsigned>(std::min<std::int64_t>(ceil_div(launch.out_elems, kBlockX), 1 << 30)),
-                    static_cast<unsigned>(std::min<std::int64_t>(ceil_div(launch.out_rows, kBlockY), kMaxGridY)));
+    const dim3 grid(
+        static_cast<unsigned>(std::min<std::int64_t>(ceil_div(launch.out_elems, kBlockX), 1 << 30)),
+        static_cast<unsigned>(std::min<std::int64_t>(ceil_div(launch.out_rows, kBlockY), kMaxGridY)));
     const std::size_t shared_bytes =
         launch.weights_buffer == nullptr ? static_cast<std::size_t>(launch.taps) * sizeof(float) : 0;
     (void)cudaGetLastError();

@@ -30,13 +30,13 @@ struct FilterLaunch {
     FilterKind op = FilterKind::Conv2D;
     PixelKind in_type = PixelKind::F32;
     PixelKind out_type = PixelKind::F32;
-    std::int32_t step = 1;    ///< samples between horizontal neighbours: the channel count
+    std::int32_t step = 1;  ///< samples between horizontal neighbours: the channel count
     std::int32_t radius = 0;
-    std::int32_t taps = 0;    ///< weights used: 2r+1, (2r+1)², or 0 for Sobel
+    std::int32_t taps = 0;  ///< weights used: 2r+1, (2r+1)², or 0 for Sobel
     std::int64_t out_rows = 0;
     std::int64_t out_elems = 0;  ///< samples per output row
     std::int64_t in_rows = 0;
-    std::int64_t in_elems = 0;   ///< samples per input row, halo included
+    std::int64_t in_elems = 0;  ///< samples per input row, halo included
     const void* in = nullptr;
     std::int64_t in_stride = 0;
     void* out = nullptr;

@@ -35,12 +35,14 @@ void check_kernel_view(const CudaDevice& device, const char* kernel, const char*
         throw UsageError(kComponent, fmt::format("{}: {} lies outside its block", kernel, name));
     }
     if (view.block.kind == MemoryKind::HostCached) {
-        throw UsageError(kComponent, fmt::format("{}: {} is HostCached (pageable) memory, which kernels cannot reach; "
-                                                 "use Device or HostPinned memory",
-                                                 kernel, name));
+        throw UsageError(kComponent,
+                         fmt::format("{}: {} is HostCached (pageable) memory, which kernels cannot reach; "
+                                     "use Device or HostPinned memory",
+                                     kernel, name));
     }
     if (reinterpret_cast<std::uintptr_t>(device_address(view)) % elem_bytes != 0) {
-        throw UsageError(kComponent, fmt::format("{}: {} is not aligned to its {}-byte elements", kernel, name, elem_bytes));
+        throw UsageError(kComponent, fmt::format("{}: {} is not aligned to its {}-byte elements", kernel,
+                                                 name, elem_bytes));
     }
 }
 
@@ -86,14 +88,16 @@ CudaQueue& CudaKernels::own_queue(Queue& queue, const char* what) const {
 void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     CudaQueue& q = own_queue(queue, "gemm");
     if (!do_supports_gemm(args.type, args.compute)) {
-        throw UsageError(kComponent, fmt::format("gemm: type {} with this compute mode is not supported on CUDA",
-                                                 to_string(args.type)));
+        throw UsageError(kComponent,
+                         fmt::format("gemm: type {} with this compute mode is not supported on CUDA",
+                                     to_string(args.type)));
     }
     for (std::uint64_t v : {args.m, args.n, args.k, args.lda, args.ldb, args.ldc}) {
         if (v > kIntMax) {
-            throw UsageError(kComponent, fmt::format("gemm: m, n, k = {}, {}, {} (ld {}, {}, {}) exceed cuBLAS's "
-                                                     "32-bit limit {}",
-                                                     args.m, args.n, args.k, args.lda, args.ldb, args.ldc, kIntMax));
+            throw UsageError(kComponent,
+                             fmt::format("gemm: m, n, k = {}, {}, {} (ld {}, {}, {}) exceed cuBLAS's "
+                                         "32-bit limit {}",
+                                         args.m, args.n, args.k, args.lda, args.ldb, args.ldc, kIntMax));
         }
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
@@ -143,8 +147,8 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     q.submit([=, &blas](cudaStream_t) {
         const void* alpha = wide ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
         const void* beta = wide ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
-        OUTCORE_CUBLAS_CHECK(blas.gemm_ex(handle, ta, tb, m, n, k, alpha, a, in_type, lda, b, in_type, ldb, beta, c,
-                                          out_type, ldc, compute, CUBLAS_GEMM_DEFAULT));
+        OUTCORE_CUBLAS_CHECK(blas.gemm_ex(handle, ta, tb, m, n, k, alpha, a, in_type, lda, b, in_type, ldb,
+                                          beta, c, out_type, ldc, compute, CUBLAS_GEMM_DEFAULT));
     });
 }
 
@@ -161,7 +165,8 @@ void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
         throw UsageError(kComponent, "filter: the separable column pass reads f32");
     }
     if (args.op == FilterOp::Conv2D && args.radius > kMaxConvRadius) {
-        throw UsageError(kComponent, fmt::format("filter: a {0}×{0} kernel is over the 15×15 limit", 2ULL * args.radius + 1));
+        throw UsageError(kComponent, fmt::format("filter: a {0}×{0} kernel is over the 15×15 limit",
+                                                 2ULL * args.radius + 1));
     }
     if (args.out_rows == 0 || args.out_cols == 0) return;
     const std::uint64_t in_elem = dtype_bytes(args.in_type);
@@ -193,8 +198,8 @@ void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     // A row written early must not be read later as input.
     const auto in_begin = reinterpret_cast<std::uintptr_t>(launch->in);
     const auto out_begin = reinterpret_cast<std::uintptr_t>(launch->out);
-    const std::uint64_t in_span =
-        args.in_row_stride * static_cast<std::uint64_t>(launch->in_rows - 1) + static_cast<std::uint64_t>(launch->in_elems) * in_elem;
+    const std::uint64_t in_span = args.in_row_stride * static_cast<std::uint64_t>(launch->in_rows - 1) +
+                                  static_cast<std::uint64_t>(launch->in_elems) * in_elem;
     const std::uint64_t out_span =
         args.out_row_stride * (args.out_rows - 1) + static_cast<std::uint64_t>(launch->out_elems) * out_elem;
     if (in_begin < out_begin + out_span && out_begin < in_begin + in_span) {
@@ -209,9 +214,10 @@ void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
         launch->taps = static_cast<std::int32_t>(taps);
         if (args.weights->is_inline()) {
             if (taps > static_cast<std::size_t>(kMaxInlineTaps)) {
-                throw UsageError(kComponent, fmt::format("filter: {} inline weight bytes exceed this device's {}; make "
-                                                         "the KernelParams with this device",
-                                                         args.weights->size_bytes(), device_->info().max_inline_bytes));
+                throw UsageError(kComponent,
+                                 fmt::format("filter: {} inline weight bytes exceed this device's {}; make "
+                                             "the KernelParams with this device",
+                                             args.weights->size_bytes(), device_->info().max_inline_bytes));
             }
             std::memcpy(launch->weights, args.weights->inline_bytes().data(), taps * sizeof(float));
         } else {

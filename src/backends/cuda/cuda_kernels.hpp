@@ -27,7 +27,9 @@ public:
 
     /// Test hook: route every filter through the global-memory kernel (the fallback
     /// for halos too wide for shared memory), so tests can compare both paths.
-    void force_global_filters(bool on) noexcept { force_global_filters_.store(on, std::memory_order_relaxed); }
+    void force_global_filters(bool on) noexcept {
+        force_global_filters_.store(on, std::memory_order_relaxed);
+    }
 
 private:
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;

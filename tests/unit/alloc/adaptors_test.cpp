@@ -246,10 +246,11 @@ TEST(Budget, WatermarkCallbackMayFreeThroughTheBudgetAndARefusedRequestDoesNotFi
     MallocUpstream upstream;
     Block spare;
     int calls = 0;
-    Budget budget(upstream, {.limit_bytes = 1000, .watermark_bytes = 600, .on_watermark = [&](const BudgetWatermark&) {
-                                 ++calls;
-                                 spare.reset();  // re-enters the budget: no lock may be held
-                             }});
+    Budget budget(upstream,
+                  {.limit_bytes = 1000, .watermark_bytes = 600, .on_watermark = [&](const BudgetWatermark&) {
+                       ++calls;
+                       spare.reset();  // re-enters the budget: no lock may be held
+                   }});
     spare = budget.allocate({.bytes = 300});
     upstream.fail_next(1);
     EXPECT_THROW((void)budget.allocate({.bytes = 400}), OutOfMemory);
@@ -262,9 +263,10 @@ TEST(Budget, WatermarkCallbackMayFreeThroughTheBudgetAndARefusedRequestDoesNotFi
 
 TEST(Budget, ThrowingWatermarkCallbackGivesTheBlockBack) {
     MallocUpstream upstream;
-    Budget budget(upstream, {.limit_bytes = 1000, .watermark_bytes = 10, .on_watermark = [](const BudgetWatermark&) {
-                                 throw UsageError("test", "callback failed");
-                             }});
+    Budget budget(upstream,
+                  {.limit_bytes = 1000, .watermark_bytes = 10, .on_watermark = [](const BudgetWatermark&) {
+                       throw UsageError("test", "callback failed");
+                   }});
     EXPECT_THROW((void)budget.allocate({.bytes = 20}), UsageError);
     EXPECT_EQ(budget.bytes_used(), 0U);
     EXPECT_EQ(upstream.live_count(), 0U);
@@ -277,12 +279,12 @@ TEST(OnOutOfMemory, CallbackFreesMemoryAndTheRetrySucceeds) {
     Block cache = upstream.allocate({.bytes = 800, .tag = "cache"});
     std::vector<std::uint64_t> attempts;
     OnOutOfMemory retrying(upstream, {.on_out_of_memory = [&](const OutOfMemory& e, std::uint64_t attempt) {
-                                          attempts.push_back(attempt);
-                                          EXPECT_EQ(e.requested_bytes(), 500U);
-                                          const bool freed = static_cast<bool>(cache);
-                                          cache.reset();
-                                          return freed;
-                                      }});
+                               attempts.push_back(attempt);
+                               EXPECT_EQ(e.requested_bytes(), 500U);
+                               const bool freed = static_cast<bool>(cache);
+                               cache.reset();
+                               return freed;
+                           }});
     Block b = retrying.allocate({.bytes = 500});
     EXPECT_EQ(b.bytes(), 500U);
     EXPECT_EQ(attempts, (std::vector<std::uint64_t>{1}));
@@ -324,18 +326,18 @@ TEST(OnOutOfMemory, DefaultBoundIsThreeAndACallbackThatFreedNothingStopsAtOnce) 
     MallocUpstream upstream(100);
     std::uint64_t calls = 0;
     OnOutOfMemory always(upstream, {.on_out_of_memory = [&](const OutOfMemory&, std::uint64_t) {
-                                        ++calls;
-                                        return true;
-                                    }});
+                             ++calls;
+                             return true;
+                         }});
     EXPECT_EQ(always.max_retries(), 3U);
     EXPECT_THROW((void)always.allocate({.bytes = 200}), OutOfMemory);
     EXPECT_EQ(calls, 3U);
 
     calls = 0;
     OnOutOfMemory never(upstream, {.on_out_of_memory = [&](const OutOfMemory&, std::uint64_t) {
-                                       ++calls;
-                                       return false;
-                                   }});
+                            ++calls;
+                            return false;
+                        }});
     EXPECT_THROW((void)never.allocate({.bytes = 200}), OutOfMemory);
     EXPECT_EQ(calls, 1U);
     EXPECT_EQ(never.retry_count(), 0U);
@@ -349,11 +351,11 @@ TEST(OnOutOfMemory, RecoversOverABudget) {
     Budget budget(upstream, {.limit_bytes = 1024});
     std::vector<Block> cache;
     OnOutOfMemory retrying(budget, {.on_out_of_memory = [&](const OutOfMemory& e, std::uint64_t) {
-                                        EXPECT_EQ(e.component(), "budget");
-                                        if (cache.empty()) return false;
-                                        cache.pop_back();  // evict one entry per failure
-                                        return true;
-                                    }});
+                               EXPECT_EQ(e.component(), "budget");
+                               if (cache.empty()) return false;
+                               cache.pop_back();  // evict one entry per failure
+                               return true;
+                           }});
     for (int i = 0; i < 4; ++i) cache.push_back(retrying.allocate({.bytes = 256, .tag = "cache"}));
     Block big = retrying.allocate({.bytes = 600});
     EXPECT_EQ(cache.size(), 1U);  // 3 evictions were needed: 1 * 256 + 600 <= 1024
@@ -461,9 +463,7 @@ TEST(Statistics, ResetPeakRestartsFromCurrentUsage) {
     MallocUpstream upstream;
     Statistics stats(upstream);
     Block a = stats.allocate({.bytes = 100, .tag = "x"});
-    {
-        Block b = stats.allocate({.bytes = 900, .kind = MemoryKind::HostPinned, .tag = "y"});
-    }
+    { Block b = stats.allocate({.bytes = 900, .kind = MemoryKind::HostPinned, .tag = "y"}); }
     StatisticsSnapshot s = stats.snapshot();
     EXPECT_EQ(s.total.peak_bytes, 1000U);
     EXPECT_EQ(s.by_tag.at("y").peak_bytes, 900U);
@@ -534,7 +534,8 @@ TEST(Tracking, ReportsExactlyTheLiveAllocationsGroupedByTag) {
         EXPECT_LE(a.allocated_at, t1);
     }
     auto ns_between = [](auto from, auto to) {
-        return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
+        return static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(to - from).count());
     };
 
     const auto before_report = std::chrono::steady_clock::now();
@@ -619,7 +620,9 @@ TEST(AdaptorThreads, FourThreadsNeverExceedTheLimitAndBalance) {
     const std::uint64_t base_seed = test::seed();
     MallocUpstream upstream;
     const std::uint64_t limit = 256 * kKiB;
-    Budget budget(upstream, {.limit_bytes = limit, .watermark_bytes = limit / 2, .on_watermark = [](const BudgetWatermark&) {}});
+    Budget budget(
+        upstream,
+        {.limit_bytes = limit, .watermark_bytes = limit / 2, .on_watermark = [](const BudgetWatermark&) {}});
     Statistics stats(budget);
     Tracking tracking(stats, {.capture_stack_traces = false});
 
@@ -635,7 +638,8 @@ TEST(AdaptorThreads, FourThreadsNeverExceedTheLimitAndBalance) {
             std::vector<Block> mine;
             for (std::uint64_t i = 0; i < ops; ++i) {
                 if (mine.empty() || std::uniform_int_distribution<int>(0, 99)(rng) < 55) {
-                    const std::uint64_t bytes = std::uniform_int_distribution<std::uint64_t>(1, 16 * kKiB)(rng);
+                    const std::uint64_t bytes =
+                        std::uniform_int_distribution<std::uint64_t>(1, 16 * kKiB)(rng);
                     const std::string_view tag = kTags[std::uniform_int_distribution<std::size_t>(0, 4)(rng)];
                     try {
                         mine.push_back(tracking.allocate({.bytes = bytes, .tag = tag}));
@@ -681,10 +685,10 @@ TEST(AdaptorThreads, RetryingOverABudgetUnderContention) {
     // Each thread evicts from its own cache; the callback only touches the caller's.
     thread_local std::vector<Block>* cache = nullptr;
     OnOutOfMemory retrying(budget, {.on_out_of_memory = [](const OutOfMemory&, std::uint64_t) {
-                                        if (cache == nullptr || cache->empty()) return false;
-                                        cache->pop_back();
-                                        return true;
-                                    }});
+                               if (cache == nullptr || cache->empty()) return false;
+                               cache->pop_back();
+                               return true;
+                           }});
     Statistics stats(retrying);
     std::vector<std::thread> threads;
     const std::uint64_t ops = test::scaled(2000);

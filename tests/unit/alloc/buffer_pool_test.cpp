@@ -124,7 +124,8 @@ TEST(BufferPool, UpstreamOutOfMemoryLeavesThePoolUsable) {
 
 TEST(BufferPool, InitialSlotsAndReserve) {
     MallocUpstream upstream;
-    BufferPool pool(upstream, kAlign, {.slot_bytes = 64, .slots_per_chunk = 3, .max_slots = 20, .initial_slots = 5});
+    BufferPool pool(upstream, kAlign,
+                    {.slot_bytes = 64, .slots_per_chunk = 3, .max_slots = 20, .initial_slots = 5});
     EXPECT_EQ(pool.statistics().slots_total, 6U);
     pool.reserve(13);
     EXPECT_EQ(pool.statistics().slots_total, 15U);
@@ -147,7 +148,8 @@ TEST(BufferPool, BadOptionsAreUsageErrors) {
     EXPECT_THROW(BufferPool(upstream, 3, {.slot_bytes = 64}), UsageError);
     EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = 64, .slots_per_chunk = 0}), UsageError);
     EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = 64, .max_slots = 0}), UsageError);
-    EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = 64, .max_slots = 2, .initial_slots = 3}), UsageError);
+    EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = 64, .max_slots = 2, .initial_slots = 3}),
+                 UsageError);
     EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = UINT64_MAX}), UsageError);
     EXPECT_THROW(BufferPool(upstream, kAlign, {.slot_bytes = std::uint64_t{1} << 62, .slots_per_chunk = 8}),
                  UsageError);
@@ -178,8 +180,9 @@ TEST(BufferPoolThreads, FourThreadsNeverShareASlot) {
     const std::uint64_t seed = test::seed();
     MallocUpstream upstream;
     const std::uint64_t slot_bytes = 512;
-    BufferPool pool(upstream, kAlign,
-                    {.slot_bytes = slot_bytes, .kind = MemoryKind::HostPinned, .slots_per_chunk = 4, .max_slots = 24});
+    BufferPool pool(
+        upstream, kAlign,
+        {.slot_bytes = slot_bytes, .kind = MemoryKind::HostPinned, .slots_per_chunk = 4, .max_slots = 24});
     std::atomic<std::uint64_t> corrupted{0};
     std::vector<std::thread> threads;
     const std::uint64_t steps = test::scaled(20'000);

@@ -40,8 +40,8 @@ void expect_disjoint(const std::vector<RawBlock>& live, const RawBlock& b) {
     for (const RawBlock& other : live) {
         if (other.native != b.native) continue;
         const bool disjoint = b.offset + b.bytes <= other.offset || other.offset + other.bytes <= b.offset;
-        ASSERT_TRUE(disjoint) << "[" << b.offset << ", +" << b.bytes << ") overlaps [" << other.offset << ", +"
-                              << other.bytes << ")";
+        ASSERT_TRUE(disjoint) << "[" << b.offset << ", +" << b.bytes << ") overlaps [" << other.offset
+                              << ", +" << other.bytes << ")";
     }
 }
 
@@ -56,7 +56,8 @@ void stamp_ends(const RawBlock& b, std::uint64_t stamp) {
 bool ends_carry(const RawBlock& b, std::uint64_t stamp) {
     const std::size_t n = std::min<std::size_t>(sizeof stamp, b.bytes);
     if (std::memcmp(b.host, &stamp, n) != 0) return false;
-    return b.bytes < 2 * sizeof stamp || std::memcmp(b.host + b.bytes - sizeof stamp, &stamp, sizeof stamp) == 0;
+    return b.bytes < 2 * sizeof stamp ||
+           std::memcmp(b.host + b.bytes - sizeof stamp, &stamp, sizeof stamp) == 0;
 }
 
 TEST(Heap, SubAllocatesAlignedDisjointRangesOfOneNativeBlock) {
@@ -194,7 +195,8 @@ TEST(Heap, AdvisoryLimitShrinksGrowthThenGrowsPastIt) {
     std::vector<Block> live;
     live.push_back(heap.allocate({.bytes = 16 * kMiB}));
     live.push_back(heap.allocate({.bytes = 2 * kMiB}));
-    EXPECT_EQ(heap.statistics().bytes_reserved, 24 * kMiB) << "the second block should shrink to the headroom";
+    EXPECT_EQ(heap.statistics().bytes_reserved, 24 * kMiB)
+        << "the second block should shrink to the headroom";
     live.push_back(heap.allocate({.bytes = 10 * kMiB}));  // no headroom left: grows anyway
     EXPECT_EQ(heap.statistics().bytes_reserved, 34 * kMiB);
     heap.validate();
@@ -232,7 +234,8 @@ TEST(Heap, LargeRequestGetsADedicatedBlockReleasedWhenFreed) {
         EXPECT_EQ(big.raw().offset % 4096, 0U);
         const HeapStatistics st = heap.statistics();
         EXPECT_EQ(st.block_count, 2U);
-        EXPECT_EQ(st.bytes_reserved, 8 * kMiB + 20 * kMiB + kAlign) << "a dedicated block is the request's size";
+        EXPECT_EQ(st.bytes_reserved, 8 * kMiB + 20 * kMiB + kAlign)
+            << "a dedicated block is the request's size";
         // A small request must not land in the dedicated block.
         Block other = heap.allocate({.bytes = kMiB});
         EXPECT_EQ(other.raw().native, small.raw().native);
@@ -334,8 +337,8 @@ struct HeapStressConfig {
 };
 
 std::ostream& operator<<(std::ostream& os, const HeapStressConfig& c) {
-    return os << "alignment " << c.alignment_bytes << " B, blocks " << c.block_bytes << " B, limit " << c.limit_bytes
-              << " B";
+    return os << "alignment " << c.alignment_bytes << " B, blocks " << c.block_bytes << " B, limit "
+              << c.limit_bytes << " B";
 }
 
 class HeapStress : public ::testing::TestWithParam<HeapStressConfig> {};
@@ -346,7 +349,9 @@ TEST_P(HeapStress, RandomOperationsKeepEveryInvariant) {
     MallocUpstream upstream;
     const std::uint64_t limit = cfg.limit_bytes;
     Heap heap(upstream, cfg.alignment_bytes,
-              {.kind = MemoryKind::HostPinned, .block_bytes = cfg.block_bytes, .limit_bytes = limit,
+              {.kind = MemoryKind::HostPinned,
+               .block_bytes = cfg.block_bytes,
+               .limit_bytes = limit,
                .within_budget = true});
     std::vector<RawBlock> live;
     std::vector<std::uint64_t> stamps;
@@ -362,7 +367,8 @@ TEST_P(HeapStress, RandomOperationsKeepEveryInvariant) {
             const std::uint64_t bytes = log_uniform_bytes(rng, 64 * kMiB);
             const std::uint64_t alignment = random_alignment(rng, 12);
             try {
-                const RawBlock b = heap.allocate_raw({.bytes = bytes, .kind = MemoryKind::HostPinned, .alignment = alignment});
+                const RawBlock b = heap.allocate_raw(
+                    {.bytes = bytes, .kind = MemoryKind::HostPinned, .alignment = alignment});
                 ASSERT_EQ(b.offset % std::max(alignment, cfg.alignment_bytes), 0U);
                 ASSERT_EQ(b.bytes, bytes);
                 ASSERT_EQ(b.host, reinterpret_cast<std::byte*>(b.native) + b.offset);
@@ -385,7 +391,8 @@ TEST_P(HeapStress, RandomOperationsKeepEveryInvariant) {
             }
         } else {
             const std::size_t i = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
-            ASSERT_TRUE(ends_carry(live[i], stamps[i])) << "step " << step << ": another allocation wrote here";
+            ASSERT_TRUE(ends_carry(live[i], stamps[i]))
+                << "step " << step << ": another allocation wrote here";
             heap.deallocate_raw(live[i]);
             live_bytes -= live[i].bytes;
             live[i] = live.back();
@@ -432,7 +439,8 @@ TEST(HeapThreads, FourThreadsAllocateAndFreeOnOneHeap) {
             for (std::uint64_t step = 0; step < steps; ++step) {
                 if (mine.empty() || (mine.size() < 64 && std::bernoulli_distribution(0.55)(rng))) {
                     const std::uint64_t bytes = log_uniform_bytes(rng, 2 * kMiB);
-                    const RawBlock b = heap.allocate_raw({.bytes = bytes, .kind = MemoryKind::HostPinned,
+                    const RawBlock b = heap.allocate_raw({.bytes = bytes,
+                                                          .kind = MemoryKind::HostPinned,
                                                           .alignment = random_alignment(rng, 12)});
                     std::memset(b.host, static_cast<int>(t + 1), std::min<std::uint64_t>(bytes, 256));
                     mine.push_back(b);

@@ -39,8 +39,11 @@ public:
 private:
     RawBlock do_allocate(const AllocationRequest& r) override {
         allocate_calls_.fetch_add(1);
-        OutOfMemoryInfo info{.requested_bytes = r.bytes, .tier = tier_of(r.kind), .budget_bytes = options_.limit_bytes,
-                             .in_use_bytes = bytes_live_.load(), .largest_free_bytes = 0};
+        OutOfMemoryInfo info{.requested_bytes = r.bytes,
+                             .tier = tier_of(r.kind),
+                             .budget_bytes = options_.limit_bytes,
+                             .in_use_bytes = bytes_live_.load(),
+                             .largest_free_bytes = 0};
         if (failing_.load()) throw OutOfMemory("malloc", "failing on purpose", info);
         const std::uint64_t alignment = std::max<std::uint64_t>(r.alignment, 64);
         // Refused up front rather than passed to aligned_alloc: sanitizers abort on

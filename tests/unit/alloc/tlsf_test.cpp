@@ -25,12 +25,13 @@ public:
         const std::uint64_t end = offset + bytes;
         auto next = ranges_.lower_bound(offset);
         if (next != ranges_.end()) {
-            ASSERT_GE(next->first, end) << "range [" << offset << ", " << end << ") overlaps one at " << next->first;
+            ASSERT_GE(next->first, end)
+                << "range [" << offset << ", " << end << ") overlaps one at " << next->first;
         }
         if (next != ranges_.begin()) {
             auto prev = std::prev(next);
-            ASSERT_LE(prev->second, offset) << "range at " << offset << " overlaps [" << prev->first << ", "
-                                            << prev->second << ")";
+            ASSERT_LE(prev->second, offset)
+                << "range at " << offset << " overlaps [" << prev->first << ", " << prev->second << ")";
         }
         ranges_.emplace(offset, end);
         offsets_.push_back(offset);

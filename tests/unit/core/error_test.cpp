@@ -12,8 +12,11 @@ namespace {
 
 TEST(Errors, OutOfMemoryCarriesItsNumbersAndSaysThem) {
     const OutOfMemory e("heap", "budget exceeded",
-                        {.requested_bytes = 3 * kGiB, .tier = Tier::Device, .budget_bytes = 4 * kGiB,
-                         .in_use_bytes = 2 * kGiB + kGiB / 2 + kGiB / 4 + kGiB / 20, .largest_free_bytes = kGiB});
+                        {.requested_bytes = 3 * kGiB,
+                         .tier = Tier::Device,
+                         .budget_bytes = 4 * kGiB,
+                         .in_use_bytes = 2 * kGiB + kGiB / 2 + kGiB / 4 + kGiB / 20,
+                         .largest_free_bytes = kGiB});
     EXPECT_EQ(e.requested_bytes(), 3 * kGiB);
     EXPECT_EQ(e.tier(), Tier::Device);
     EXPECT_EQ(e.budget_bytes(), 4 * kGiB);

@@ -36,7 +36,8 @@ TEST(ParseSize, AcceptsTheDocumentedForms) {
 }
 
 TEST(ParseSize, RejectsBadTextWithAUsageErrorThatNamesTheSetting) {
-    for (const char* bad : {"", " ", "-1", "1e3", "12XB", "GiB", ".", "1..5G", "101%", "1.5.2", "abc", "%", "1 2"}) {
+    for (const char* bad :
+         {"", " ", "-1", "1e3", "12XB", "GiB", ".", "1..5G", "101%", "1.5.2", "abc", "%", "1 2"}) {
         try {
             (void)parse_size(bad, "device_budget");
             ADD_FAILURE() << "accepted '" << bad << "'";

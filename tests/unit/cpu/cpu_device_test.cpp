@@ -1,5 +1,7 @@
 // Tests of CpuDevice: DeviceInfo, allocation and its accounting per kind, the hard
 // device capacity, flush/invalidate, and the registry entry.
+#include "backends/cpu/cpu_device.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <thread>
 #include <vector>
 
-#include "backends/cpu/cpu_device.hpp"
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/config.hpp"
 #include "outcore/core/error.hpp"
@@ -33,7 +34,8 @@ using outcore::UsageError;
 using outcore::cpu::CpuDeviceOptions;
 using outcore::cpu::make_cpu_device;
 
-constexpr std::array<MemoryKind, 3> kKinds = {MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached};
+constexpr std::array<MemoryKind, 3> kKinds = {MemoryKind::Device, MemoryKind::HostPinned,
+                                              MemoryKind::HostCached};
 
 TEST(CpuDevice, InfoReflectsOptions) {
     const CpuDeviceOptions opts{.total_memory_bytes = 3 * outcore::kGiB + 17,
@@ -47,7 +49,8 @@ TEST(CpuDevice, InfoReflectsOptions) {
     EXPECT_EQ(info.id(), "cpu:4");
     EXPECT_EQ(info.name.rfind("CPU (", 0), 0U) << info.name;
     EXPECT_EQ(info.total_memory_bytes, opts.total_memory_bytes);
-    const auto expected = static_cast<std::uint64_t>(std::floor(static_cast<long double>(opts.total_memory_bytes) * 0.6L));
+    const auto expected =
+        static_cast<std::uint64_t>(std::floor(static_cast<long double>(opts.total_memory_bytes) * 0.6L));
     EXPECT_EQ(info.recommended_working_set_bytes, expected);
     EXPECT_TRUE(info.unified_memory);
     EXPECT_EQ(info.min_offset_alignment, 128U);
@@ -64,8 +67,8 @@ TEST(CpuDevice, DefaultsUseThePhysicalMemory) {
     ASSERT_GT(ram, 0U);
     EXPECT_EQ(dev->info().total_memory_bytes, ram);
     EXPECT_LE(dev->info().recommended_working_set_bytes, ram);
-    EXPECT_NEAR(static_cast<double>(dev->info().recommended_working_set_bytes), 0.75 * static_cast<double>(ram),
-                1.0);
+    EXPECT_NEAR(static_cast<double>(dev->info().recommended_working_set_bytes),
+                0.75 * static_cast<double>(ram), 1.0);
     EXPECT_EQ(dev->info().min_offset_alignment, 64U);
     EXPECT_EQ(dev->info().max_inline_bytes, 4096U);
 }
@@ -117,7 +120,8 @@ TEST(CpuDevice, AccountingBalancesPerKindOverRandomSequences) {
             ASSERT_EQ(raw.bytes, size);
             ASSERT_EQ(raw.offset, 0U);
             ASSERT_EQ(raw.device_id, dev->id());
-            ASSERT_EQ(raw.native % std::max<std::uint64_t>({64, alignment, dev->info().min_offset_alignment}), 0U);
+            ASSERT_EQ(raw.native % std::max<std::uint64_t>({64, alignment, dev->info().min_offset_alignment}),
+                      0U);
             if (kind == MemoryKind::Device) {
                 ASSERT_EQ(raw.host, nullptr) << "device memory must not be host-visible";
             } else {
@@ -269,8 +273,10 @@ TEST(CpuDeviceThreads, ConcurrentAllocationsNeverExceedTheCapacity) {
                 if (mine.empty() || rng() % 5 < 3) {  // a bias to allocate makes the device fill up
                     const MemoryKind kind = kKinds[rng() % 3];
                     try {
-                        mine.push_back(dev->allocate({.bytes = 1 + rng() % (512 * outcore::kKiB), .kind = kind}));
-                        if (kind == MemoryKind::Device && held.fetch_add(mine.back().bytes()) + mine.back().bytes() > capacity) {
+                        mine.push_back(
+                            dev->allocate({.bytes = 1 + rng() % (512 * outcore::kKiB), .kind = kind}));
+                        if (kind == MemoryKind::Device &&
+                            held.fetch_add(mine.back().bytes()) + mine.back().bytes() > capacity) {
                             overshoot = true;
                         }
                     } catch (const OutOfMemory& e) {

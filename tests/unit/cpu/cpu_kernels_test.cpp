@@ -39,7 +39,11 @@ struct HostMatrix {
     std::vector<double> exact;  // rows*cols, packed column-major
 
     HostMatrix(DType t, std::uint64_t r, std::uint64_t c, std::uint64_t l)
-        : type(t), rows(r), cols(c), ld(l), bytes(static_cast<std::size_t>(l * c * outcore::dtype_bytes(t))),
+        : type(t),
+          rows(r),
+          cols(c),
+          ld(l),
+          bytes(static_cast<std::size_t>(l * c * outcore::dtype_bytes(t))),
           exact(static_cast<std::size_t>(r * c)) {}
 
     /// Stores the value nearest `v` in the element type and returns what was stored.
@@ -47,7 +51,10 @@ struct HostMatrix {
         const std::size_t at = static_cast<std::size_t>(i + j * ld);
         double stored = 0;
         switch (type) {
-            case DType::F64: std::memcpy(bytes.data() + at * 8, &v, 8); stored = v; break;
+            case DType::F64:
+                std::memcpy(bytes.data() + at * 8, &v, 8);
+                stored = v;
+                break;
             case DType::F32: {
                 const auto f = static_cast<float>(v);
                 std::memcpy(bytes.data() + at * 4, &f, 4);
@@ -97,9 +104,9 @@ struct GemmCase {
 };
 
 struct GemmOutcome {
-    double relative_error = 0;       ///< ‖out − ref‖ / ‖ref‖ over the m×n result
+    double relative_error = 0;          ///< ‖out − ref‖ / ‖ref‖ over the m×n result
     bool every_element_written = true;  ///< no NaN poison (or non-finite value) left
-    bool padding_intact = true;      ///< rows between m and ldc untouched
+    bool padding_intact = true;         ///< rows between m and ldc untouched
 };
 
 constexpr double kPaddingSentinel = 12345.0;
@@ -115,8 +122,10 @@ GemmOutcome run_gemm(Device& dev, Queue& q, const GemmCase& gc, std::mt19937_64&
     HostMatrix a(gc.type, a_rows, a_cols, std::max<std::uint64_t>(a_rows + gc.lda_pad, 1));
     HostMatrix b(gc.type, b_rows, b_cols, std::max<std::uint64_t>(b_rows + gc.ldb_pad, 1));
     HostMatrix c(out_type, gc.m, gc.n, std::max<std::uint64_t>(gc.m + gc.ldc_pad, 1));
-    for (std::uint64_t j = 0; j < a_cols; ++j) for (std::uint64_t i = 0; i < a.ld; ++i) a.set(i, j, uni(rng));
-    for (std::uint64_t j = 0; j < b_cols; ++j) for (std::uint64_t i = 0; i < b.ld; ++i) b.set(i, j, uni(rng));
+    for (std::uint64_t j = 0; j < a_cols; ++j)
+        for (std::uint64_t i = 0; i < a.ld; ++i) a.set(i, j, uni(rng));
+    for (std::uint64_t j = 0; j < b_cols; ++j)
+        for (std::uint64_t i = 0; i < b.ld; ++i) b.set(i, j, uni(rng));
     for (std::uint64_t j = 0; j < gc.n; ++j) {
         for (std::uint64_t i = 0; i < c.ld; ++i) {
             const double v = i >= gc.m ? kPaddingSentinel : gc.beta == 0.0 ? std::nan("") : uni(rng);
@@ -136,9 +145,21 @@ GemmOutcome run_gemm(Device& dev, Queue& q, const GemmCase& gc, std::mt19937_64&
     auto [b_block, b_view] = place(b, MemoryKind::HostCached);
     auto [c_block, c_view] = place(c, c_kind);
 
-    GemmTileArgs args{.type = gc.type, .compute = gc.compute, .trans_a = gc.trans_a, .trans_b = gc.trans_b,
-                      .m = gc.m, .n = gc.n, .k = gc.k, .a = a_view, .lda = a.ld, .b = b_view, .ldb = b.ld,
-                      .c = c_view, .ldc = c.ld, .alpha = gc.alpha, .beta = gc.beta};
+    GemmTileArgs args{.type = gc.type,
+                      .compute = gc.compute,
+                      .trans_a = gc.trans_a,
+                      .trans_b = gc.trans_b,
+                      .m = gc.m,
+                      .n = gc.n,
+                      .k = gc.k,
+                      .a = a_view,
+                      .lda = a.ld,
+                      .b = b_view,
+                      .ldb = b.ld,
+                      .c = c_view,
+                      .ldc = c.ld,
+                      .alpha = gc.alpha,
+                      .beta = gc.beta};
     dev.kernels().gemm(q, args);
     HostMatrix out = c;
     if (!out.bytes.empty()) q.download(c_view, out.bytes.data());
@@ -183,7 +204,8 @@ constexpr Mode kModes[] = {{DType::F32, GemmCompute::Exact},
 TEST(CpuGemm, SupportsWhatTheHeaderPromises) {
     auto dev = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
     const outcore::Kernels& k = dev->kernels();
-    for (const Mode& m : kModes) EXPECT_TRUE(k.supports_gemm(m.type, m.compute)) << outcore::to_string(m.type);
+    for (const Mode& m : kModes)
+        EXPECT_TRUE(k.supports_gemm(m.type, m.compute)) << outcore::to_string(m.type);
     EXPECT_FALSE(k.supports_gemm(DType::F64, GemmCompute::FastTF32));
     EXPECT_FALSE(k.supports_gemm(DType::BF16, GemmCompute::FastTF32));
     for (DType t : {DType::F16, DType::U8, DType::U16}) {
@@ -196,18 +218,26 @@ TEST(CpuGemm, RandomTilesMatchAFloat64Reference) {
     auto dev = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
     auto q = dev->create_queue(outcore::QueueRole::Compute);
     std::uniform_real_distribution<double> scale(-2.0, 2.0);
-    const std::array<MemoryKind, 3> c_kinds = {MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached};
+    const std::array<MemoryKind, 3> c_kinds = {MemoryKind::Device, MemoryKind::HostPinned,
+                                               MemoryKind::HostCached};
     for (const Mode& mode : kModes) {
         for (std::uint64_t t = 0; t < outcore::test::scaled(40); ++t) {
-            GemmCase gc{.type = mode.type, .compute = mode.compute, .trans_a = rng() % 2 == 0,
-                        .trans_b = rng() % 2 == 0, .m = 1 + rng() % 70, .n = 1 + rng() % 70, .k = 1 + rng() % 90,
-                        .lda_pad = rng() % 3 == 0 ? rng() % 7 : 0, .ldb_pad = rng() % 3 == 0 ? rng() % 7 : 0,
-                        .ldc_pad = rng() % 3 == 0 ? rng() % 7 : 0, .alpha = scale(rng),
+            GemmCase gc{.type = mode.type,
+                        .compute = mode.compute,
+                        .trans_a = rng() % 2 == 0,
+                        .trans_b = rng() % 2 == 0,
+                        .m = 1 + rng() % 70,
+                        .n = 1 + rng() % 70,
+                        .k = 1 + rng() % 90,
+                        .lda_pad = rng() % 3 == 0 ? rng() % 7 : 0,
+                        .ldb_pad = rng() % 3 == 0 ? rng() % 7 : 0,
+                        .ldc_pad = rng() % 3 == 0 ? rng() % 7 : 0,
+                        .alpha = scale(rng),
                         .beta = rng() % 2 == 0 ? 0.0 : scale(rng)};
             const GemmOutcome r = run_gemm(*dev, *q, gc, rng, c_kinds[t % 3]);
-            SCOPED_TRACE(testing::Message() << outcore::to_string(mode.type) << " ta=" << gc.trans_a
-                                            << " tb=" << gc.trans_b << " m=" << gc.m << " n=" << gc.n
-                                            << " k=" << gc.k << " beta=" << gc.beta);
+            SCOPED_TRACE(testing::Message()
+                         << outcore::to_string(mode.type) << " ta=" << gc.trans_a << " tb=" << gc.trans_b
+                         << " m=" << gc.m << " n=" << gc.n << " k=" << gc.k << " beta=" << gc.beta);
             EXPECT_LT(r.relative_error, tolerance(mode.type));
             EXPECT_TRUE(r.every_element_written);
             EXPECT_TRUE(r.padding_intact);
@@ -221,7 +251,8 @@ TEST(CpuGemm, LargeTileMatchesTheReference) {
     auto q = dev->create_queue();
     for (bool ta : {false, true}) {
         const GemmOutcome r = run_gemm(
-            *dev, *q, {.type = DType::F32, .trans_a = ta, .trans_b = !ta, .m = 300, .n = 257, .k = 311, .ldc_pad = 5},
+            *dev, *q,
+            {.type = DType::F32, .trans_a = ta, .trans_b = !ta, .m = 300, .n = 257, .k = 311, .ldc_pad = 5},
             rng);
         EXPECT_LT(r.relative_error, 1e-5);
         EXPECT_TRUE(r.every_element_written);
@@ -236,10 +267,18 @@ TEST(CpuGemm, EmptyInnerDimensionScalesC) {
     for (const Mode& mode : kModes) {
         for (double beta : {0.0, 0.5}) {
             // With k == 0 the product is empty: C = beta·C (and beta == 0 clears NaN poison).
-            const GemmOutcome r =
-                run_gemm(*dev, *q, {.type = mode.type, .compute = mode.compute, .m = 9, .n = 4, .k = 0,
-                                    .ldc_pad = 2, .alpha = 3.0, .beta = beta}, rng);
-            EXPECT_LT(r.relative_error, tolerance(mode.type)) << outcore::to_string(mode.type) << " beta " << beta;
+            const GemmOutcome r = run_gemm(*dev, *q,
+                                           {.type = mode.type,
+                                            .compute = mode.compute,
+                                            .m = 9,
+                                            .n = 4,
+                                            .k = 0,
+                                            .ldc_pad = 2,
+                                            .alpha = 3.0,
+                                            .beta = beta},
+                                           rng);
+            EXPECT_LT(r.relative_error, tolerance(mode.type))
+                << outcore::to_string(mode.type) << " beta " << beta;
             EXPECT_TRUE(r.every_element_written);
             EXPECT_TRUE(r.padding_intact);
         }
@@ -304,7 +343,8 @@ TEST(CpuGemm, RunsInQueueOrder) {
     q->upload(host_a.data(), a);
     q->upload(host_b.data(), b);
     Opener opener{gate};
-    dev->kernels().gemm(*q, {.m = kN, .n = kN, .k = kN, .a = a, .lda = kN, .b = b, .ldb = kN, .c = c, .ldc = kN});
+    dev->kernels().gemm(*q,
+                        {.m = kN, .n = kN, .k = kN, .a = a, .lda = kN, .b = b, .ldb = kN, .c = c, .ldc = kN});
     EXPECT_EQ(c_host[0], -1.0F) << "the GEMM ran at submission";
     std::fill(host_a.begin(), host_a.end(), 2.0F);
     gate.release();
@@ -319,7 +359,8 @@ TEST(CpuGemm, RefusesForeignQueuesOperandsAndBadViews) {
     auto other_q = other->create_queue();
     Block mine = dev->allocate({.bytes = 4096});
     Block theirs = other->allocate({.bytes = 4096});
-    const GemmTileArgs ok{.m = 4, .n = 4, .k = 4, .a = mine, .lda = 4, .b = mine, .ldb = 4, .c = mine, .ldc = 4};
+    const GemmTileArgs ok{
+        .m = 4, .n = 4, .k = 4, .a = mine, .lda = 4, .b = mine, .ldb = 4, .c = mine, .ldc = 4};
     EXPECT_THROW(dev->kernels().gemm(*other_q, ok), UsageError);
     GemmTileArgs bad = ok;
     bad.b = theirs;

@@ -72,7 +72,9 @@ std::vector<std::byte> random_bytes(std::mt19937_64& rng, std::size_t n) {
     return out;
 }
 
-std::unique_ptr<Device> small_device() { return outcore::cpu::make_cpu_device({.total_memory_bytes = 64 * outcore::kMiB}); }
+std::unique_ptr<Device> small_device() {
+    return outcore::cpu::make_cpu_device({.total_memory_bytes = 64 * outcore::kMiB});
+}
 
 // Upload, copy and download are queued behind a closed gate; the host source is
 // rewritten after submission. The download must show the rewritten bytes: copies
@@ -111,11 +113,13 @@ TEST(CpuQueue, RandomWorkMatchesASequentialModel) {
     std::mt19937_64 rng(outcore::test::seed());
     auto dev = small_device();
     constexpr std::size_t kBlockBytes = 8192;
-    const std::array<MemoryKind, 3> kinds = {MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached};
+    const std::array<MemoryKind, 3> kinds = {MemoryKind::Device, MemoryKind::HostPinned,
+                                             MemoryKind::HostCached};
     std::vector<Block> blocks;
     std::vector<std::vector<std::byte>> model;
     for (int i = 0; i < 4; ++i) {
-        blocks.push_back(dev->allocate({.bytes = kBlockBytes, .kind = kinds[static_cast<std::size_t>(i) % 3]}));
+        blocks.push_back(
+            dev->allocate({.bytes = kBlockBytes, .kind = kinds[static_cast<std::size_t>(i) % 3]}));
         model.emplace_back(kBlockBytes, std::byte{0});
     }
     Gate gate;
@@ -159,13 +163,15 @@ TEST(CpuQueue, RandomWorkMatchesASequentialModel) {
             case 2: {
                 const auto [off, len] = random_range(2048);
                 const auto first = model[bi].begin() + static_cast<std::ptrdiff_t>(off);
-                downloads.push_back(Download{std::vector<std::byte>(len, std::byte{0xEE}),
-                                             std::vector<std::byte>(first, first + static_cast<std::ptrdiff_t>(len))});
+                downloads.push_back(
+                    Download{std::vector<std::byte>(len, std::byte{0xEE}),
+                             std::vector<std::byte>(first, first + static_cast<std::ptrdiff_t>(len))});
                 q->download(BufferView(blocks[bi], off, len), downloads.back().got.data());
                 break;
             }
             default: {
-                const std::size_t di = (bi + 1 + rng() % (blocks.size() - 1)) % blocks.size();  // another block
+                const std::size_t di =
+                    (bi + 1 + rng() % (blocks.size() - 1)) % blocks.size();  // another block
                 const auto [soff, len] = random_range(2048);
                 const std::size_t doff = rng() % (kBlockBytes - len + 1);
                 q->copy(BufferView(blocks[bi], soff, len), BufferView(blocks[di], doff, len));

@@ -44,7 +44,8 @@ TEST(CudaBackend, ProbeListsDevicesOrSaysWhyNot) {
         EXPECT_FALSE(info.name.empty());
         EXPECT_GT(info.total_memory_bytes, 0U);
         EXPECT_GT(info.recommended_working_set_bytes, 0U);
-        EXPECT_LE(info.recommended_working_set_bytes + outcore::cuda::default_reserve_bytes(info.total_memory_bytes),
+        EXPECT_LE(info.recommended_working_set_bytes +
+                      outcore::cuda::default_reserve_bytes(info.total_memory_bytes),
                   info.total_memory_bytes)
             << "the working set leaves the reserve out";
         EXPECT_EQ(info.min_offset_alignment, 256U);

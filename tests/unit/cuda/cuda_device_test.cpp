@@ -20,8 +20,8 @@ namespace {
 
 using outcore::Block;
 using outcore::BufferView;
-using outcore::MemoryKind;
 using outcore::kMiB;
+using outcore::MemoryKind;
 using CudaDeviceTest = outcore::cuda::test::CudaTest;
 
 std::uint64_t free_device_bytes() {

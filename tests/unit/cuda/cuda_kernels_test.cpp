@@ -5,6 +5,8 @@
 // compared bit for bit with the CPU backend, through the shared-memory kernel, the
 // global-memory fallback, weights inline and in a buffer, pinned tiles, and
 // refusals.
+#include "backends/cuda/cuda_kernels.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_kernels.hpp"
 #include "cuda_test_support.hpp"
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/error.hpp"
@@ -34,11 +35,11 @@ using outcore::FilterTileArgs;
 using outcore::GemmCompute;
 using outcore::GemmTileArgs;
 using outcore::KernelParams;
+using outcore::kGiB;
+using outcore::kMiB;
 using outcore::MemoryKind;
 using outcore::Queue;
 using outcore::UsageError;
-using outcore::kGiB;
-using outcore::kMiB;
 using CudaKernelsTest = outcore::cuda::test::CudaTest;
 
 // --- GEMM ------------------------------------------------------------------------
@@ -64,7 +65,10 @@ struct Matrix {
         : type(t), rows(r), cols(c), ld(l), bytes(l * c * outcore::dtype_bytes(t)), exact(l * c) {}
     void set(std::uint64_t at, double v) {
         switch (type) {
-            case DType::F64: std::memcpy(bytes.data() + at * 8, &v, 8); exact[at] = v; break;
+            case DType::F64:
+                std::memcpy(bytes.data() + at * 8, &v, 8);
+                exact[at] = v;
+                break;
             case DType::F32: {
                 const auto f = static_cast<float>(v);
                 std::memcpy(bytes.data() + at * 4, &f, 4);
@@ -132,11 +136,20 @@ GemmResult run_gemm(Device& dev, const GemmCase& gc, std::mt19937_64& rng) {
         return block;
     };
     Block ab = place(a), bb = place(b), cb = place(c);
-    dev.kernels().gemm(*q, GemmTileArgs{.type = gc.type, .compute = gc.compute, .trans_a = gc.trans_a,
-                                        .trans_b = gc.trans_b, .m = gc.m, .n = gc.n, .k = gc.k,
-                                        .a = BufferView(ab, 0, a.bytes.size()), .lda = a.ld,
-                                        .b = BufferView(bb, 0, b.bytes.size()), .ldb = b.ld,
-                                        .c = BufferView(cb, 0, c.bytes.size()), .ldc = c.ld, .alpha = gc.alpha,
+    dev.kernels().gemm(*q, GemmTileArgs{.type = gc.type,
+                                        .compute = gc.compute,
+                                        .trans_a = gc.trans_a,
+                                        .trans_b = gc.trans_b,
+                                        .m = gc.m,
+                                        .n = gc.n,
+                                        .k = gc.k,
+                                        .a = BufferView(ab, 0, a.bytes.size()),
+                                        .lda = a.ld,
+                                        .b = BufferView(bb, 0, b.bytes.size()),
+                                        .ldb = b.ld,
+                                        .c = BufferView(cb, 0, c.bytes.size()),
+                                        .ldc = c.ld,
+                                        .alpha = gc.alpha,
                                         .beta = gc.beta});
     Matrix out = c;
     q->download(BufferView(cb, 0, c.bytes.size()), out.bytes.data());
@@ -157,7 +170,8 @@ GemmResult run_gemm(Device& dev, const GemmCase& gc, std::mt19937_64& rng) {
             diff2 += (got - ref) * (got - ref);
             ref2 += ref * ref;
         }
-        for (std::uint64_t i = gc.m; i < c.ld; ++i) r.padding_intact = r.padding_intact && out.get(i + j * c.ld) == kPadding;
+        for (std::uint64_t i = gc.m; i < c.ld; ++i)
+            r.padding_intact = r.padding_intact && out.get(i + j * c.ld) == kPadding;
     }
     r.relative_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
     return r;
@@ -183,12 +197,19 @@ TEST_F(CudaKernelsTest, LargerRandomGemmsMatchAFloat64Reference) {
     std::mt19937_64 rng(outcore::test::seed());
     for (const Mode& mode : kModes) {
         for (std::uint64_t t = 0; t < outcore::test::scaled(3); ++t) {
-            GemmCase gc{.type = mode.type, .compute = mode.compute, .trans_a = rng() % 2 == 0,
-                        .trans_b = rng() % 2 == 0, .m = 129 + rng() % 300, .n = 65 + rng() % 300,
-                        .k = 200 + rng() % 500, .pad = rng() % 5, .alpha = 0.5 + rng() % 3,
+            GemmCase gc{.type = mode.type,
+                        .compute = mode.compute,
+                        .trans_a = rng() % 2 == 0,
+                        .trans_b = rng() % 2 == 0,
+                        .m = 129 + rng() % 300,
+                        .n = 65 + rng() % 300,
+                        .k = 200 + rng() % 500,
+                        .pad = rng() % 5,
+                        .alpha = 0.5 + rng() % 3,
                         .beta = rng() % 2 == 0 ? 0.0 : -0.75};
-            SCOPED_TRACE(testing::Message() << outcore::to_string(gc.type) << (gc.compute == GemmCompute::FastTF32 ? " tf32" : "")
-                                            << " " << gc.m << "x" << gc.n << "x" << gc.k << " ta=" << gc.trans_a
+            SCOPED_TRACE(testing::Message() << outcore::to_string(gc.type)
+                                            << (gc.compute == GemmCompute::FastTF32 ? " tf32" : "") << " "
+                                            << gc.m << "x" << gc.n << "x" << gc.k << " ta=" << gc.trans_a
                                             << " tb=" << gc.trans_b << " beta=" << gc.beta);
             const GemmResult r = run_gemm(dev(), gc, rng);
             EXPECT_LT(r.relative_error, mode.tolerance);
@@ -211,8 +232,15 @@ TEST_F(CudaKernelsTest, EmptyInnerDimensionScalesC) {
     std::mt19937_64 rng(outcore::test::seed());
     for (const Mode& mode : kModes) {
         for (double beta : {0.0, 0.5}) {
-            const GemmResult r = run_gemm(dev(), {.type = mode.type, .compute = mode.compute, .m = 9, .n = 4, .k = 0,
-                                                  .pad = 2, .alpha = 3.0, .beta = beta},
+            const GemmResult r = run_gemm(dev(),
+                                          {.type = mode.type,
+                                           .compute = mode.compute,
+                                           .m = 9,
+                                           .n = 4,
+                                           .k = 0,
+                                           .pad = 2,
+                                           .alpha = 3.0,
+                                           .beta = beta},
                                           rng);
             EXPECT_LT(r.relative_error, 1e-6) << outcore::to_string(mode.type) << " beta " << beta;
             EXPECT_TRUE(r.all_written);
@@ -227,8 +255,15 @@ TEST_F(CudaKernelsTest, GemmRefusesPageableOperandsAndForeignQueues) {
     auto cpu_q = cpu->create_queue();
     Block device = dev().allocate({.bytes = 4096});
     Block cached = dev().allocate({.bytes = 4096, .kind = MemoryKind::HostCached});
-    const GemmTileArgs ok{.m = 4, .n = 4, .k = 4, .a = device, .lda = 4, .b = device, .ldb = 4,
-                          .c = BufferView(device, 1024, 64), .ldc = 4};
+    const GemmTileArgs ok{.m = 4,
+                          .n = 4,
+                          .k = 4,
+                          .a = device,
+                          .lda = 4,
+                          .b = device,
+                          .ldb = 4,
+                          .c = BufferView(device, 1024, 64),
+                          .ldc = 4};
     EXPECT_THROW(dev().kernels().gemm(*cpu_q, ok), UsageError);
     GemmTileArgs bad = ok;
     bad.b = cached;
@@ -252,13 +287,13 @@ struct FilterCase {
     DType out = DType::F32;
     std::uint32_t channels = 1;
     std::uint32_t radius = 1;
-    std::uint64_t rows = 1, cols = 1;  ///< output tile
+    std::uint64_t rows = 1, cols = 1;       ///< output tile
     std::uint64_t in_pad = 0, out_pad = 0;  ///< row padding in bytes (multiples of the element)
 };
 
 std::string describe(const FilterCase& fc) {
-    return "op " + std::to_string(static_cast<int>(fc.op)) + " " + std::string(outcore::to_string(fc.in)) + "->" +
-           std::string(outcore::to_string(fc.out)) + " c" + std::to_string(fc.channels) + " r" +
+    return "op " + std::to_string(static_cast<int>(fc.op)) + " " + std::string(outcore::to_string(fc.in)) +
+           "->" + std::string(outcore::to_string(fc.out)) + " c" + std::to_string(fc.channels) + " r" +
            std::to_string(fc.radius) + " " + std::to_string(fc.rows) + "x" + std::to_string(fc.cols);
 }
 
@@ -290,7 +325,9 @@ struct FilterInput {
             }
         }
         const std::size_t side = 2 * std::size_t{c.radius} + 1;
-        const std::size_t taps = c.op == FilterOp::SobelMagnitude ? 0 : c.op == FilterOp::Conv2D ? side * side : side;
+        const std::size_t taps = c.op == FilterOp::SobelMagnitude ? 0
+                                 : c.op == FilterOp::Conv2D       ? side * side
+                                                                  : side;
         std::uniform_real_distribution<float> w(-1.0F, 1.0F);
         weights.resize(taps);
         for (float& v : weights) v = w(rng) / static_cast<float>(side);
@@ -305,10 +342,17 @@ struct FilterInput {
         q->upload(input.data(), in);
         q->upload(result.data(), out);  // poison: every sample must be written, padding kept
         const KernelParams params = KernelParams::make(dev, *q, std::as_bytes(std::span(weights)));
-        dev.kernels().filter(*q, FilterTileArgs{.op = fc.op, .channels = fc.channels, .radius = fc.radius,
-                                                .in_type = fc.in, .out_type = fc.out, .out_rows = fc.rows,
-                                                .out_cols = fc.cols, .in = in, .in_row_stride = in_stride,
-                                                .out = out, .out_row_stride = out_stride,
+        dev.kernels().filter(*q, FilterTileArgs{.op = fc.op,
+                                                .channels = fc.channels,
+                                                .radius = fc.radius,
+                                                .in_type = fc.in,
+                                                .out_type = fc.out,
+                                                .out_rows = fc.rows,
+                                                .out_cols = fc.cols,
+                                                .in = in,
+                                                .in_row_stride = in_stride,
+                                                .out = out,
+                                                .out_row_stride = out_stride,
                                                 .weights = weights.empty() ? nullptr : &params});
         q->download(out, result.data());
         q->synchronize();
@@ -329,7 +373,8 @@ protected:
         if (dev_) dynamic_cast<outcore::cuda::CudaKernels&>(dev().kernels()).force_global_filters(on);
     }
     /// Runs on the CPU and on the GPU and expects the same bytes.
-    void expect_same_as_cpu(const FilterCase& fc, std::mt19937_64& rng, MemoryKind kind = MemoryKind::Device) {
+    void expect_same_as_cpu(const FilterCase& fc, std::mt19937_64& rng,
+                            MemoryKind kind = MemoryKind::Device) {
         const FilterInput input(fc, rng);
         const std::vector<std::byte> want = input.run(*cpu_);
         const std::vector<std::byte> got = input.run(dev(), kind);
@@ -337,8 +382,8 @@ protected:
         if (got == want) return;
         std::size_t at = 0;
         while (got[at] == want[at]) ++at;
-        ADD_FAILURE() << describe(fc) << ": first difference at byte " << at << " (row " << at / input.out_stride
-                      << ")";
+        ADD_FAILURE() << describe(fc) << ": first difference at byte " << at << " (row "
+                      << at / input.out_stride << ")";
     }
 
     std::unique_ptr<Device> cpu_;
@@ -347,7 +392,8 @@ protected:
 std::vector<FilterCase> every_combination(std::mt19937_64& rng) {
     std::vector<FilterCase> cases;
     const DType types[] = {DType::U8, DType::U16, DType::F32};
-    for (FilterOp op : {FilterOp::SeparableRow, FilterOp::SeparableColumn, FilterOp::Conv2D, FilterOp::SobelMagnitude}) {
+    for (FilterOp op :
+         {FilterOp::SeparableRow, FilterOp::SeparableColumn, FilterOp::Conv2D, FilterOp::SobelMagnitude}) {
         for (DType in : types) {
             for (DType out : types) {
                 if (op == FilterOp::SeparableRow && out != DType::F32) continue;
@@ -358,8 +404,13 @@ std::vector<FilterCase> every_combination(std::mt19937_64& rng) {
                 if (op == FilterOp::SeparableRow || op == FilterOp::SeparableColumn) {
                     radius = static_cast<std::uint32_t>(rng() % 40);
                 }
-                cases.push_back({.op = op, .in = in, .out = out, .channels = channels, .radius = radius,
-                                 .rows = 1 + rng() % 150, .cols = 1 + rng() % 700,
+                cases.push_back({.op = op,
+                                 .in = in,
+                                 .out = out,
+                                 .channels = channels,
+                                 .radius = radius,
+                                 .rows = 1 + rng() % 150,
+                                 .cols = 1 + rng() % 700,
                                  .in_pad = (rng() % 3) * 4 * outcore::dtype_bytes(in),
                                  .out_pad = (rng() % 3) * outcore::dtype_bytes(out)});
             }
@@ -383,17 +434,37 @@ TEST_F(CudaFilterTest, TheGlobalMemoryFallbackMatchesTheCpuBitForBit) {
 // (interior, right and bottom edges, the grid-stride loop) is exercised.
 TEST_F(CudaFilterTest, LargeTilesMatchTheCpuBitForBit) {
     std::mt19937_64 rng(outcore::test::seed());
-    expect_same_as_cpu({.op = FilterOp::SeparableRow, .in = DType::U16, .out = DType::F32, .channels = 3,
-                        .radius = 24, .rows = 1100, .cols = 1500},
+    expect_same_as_cpu({.op = FilterOp::SeparableRow,
+                        .in = DType::U16,
+                        .out = DType::F32,
+                        .channels = 3,
+                        .radius = 24,
+                        .rows = 1100,
+                        .cols = 1500},
                        rng);
-    expect_same_as_cpu({.op = FilterOp::SeparableColumn, .in = DType::F32, .out = DType::U8, .channels = 1,
-                        .radius = 24, .rows = 1500, .cols = 1100},
+    expect_same_as_cpu({.op = FilterOp::SeparableColumn,
+                        .in = DType::F32,
+                        .out = DType::U8,
+                        .channels = 1,
+                        .radius = 24,
+                        .rows = 1500,
+                        .cols = 1100},
                        rng);
-    expect_same_as_cpu({.op = FilterOp::Conv2D, .in = DType::U8, .out = DType::U8, .channels = 4, .radius = 7,
-                        .rows = 700, .cols = 900},
+    expect_same_as_cpu({.op = FilterOp::Conv2D,
+                        .in = DType::U8,
+                        .out = DType::U8,
+                        .channels = 4,
+                        .radius = 7,
+                        .rows = 700,
+                        .cols = 900},
                        rng);
-    expect_same_as_cpu({.op = FilterOp::SobelMagnitude, .in = DType::F32, .out = DType::F32, .channels = 2,
-                        .radius = 1, .rows = 1000, .cols = 1000},
+    expect_same_as_cpu({.op = FilterOp::SobelMagnitude,
+                        .in = DType::F32,
+                        .out = DType::F32,
+                        .channels = 2,
+                        .radius = 1,
+                        .rows = 1000,
+                        .cols = 1000},
                        rng);
 }
 
@@ -401,18 +472,33 @@ TEST_F(CudaFilterTest, LargeTilesMatchTheCpuBitForBit) {
 // column pass's halo is then too tall for shared memory and takes the fallback.
 TEST_F(CudaFilterTest, WeightsInABufferAndHalosBeyondSharedMemory) {
     std::mt19937_64 rng(outcore::test::seed());
-    expect_same_as_cpu({.op = FilterOp::SeparableRow, .in = DType::F32, .out = DType::F32, .channels = 2,
-                        .radius = 600, .rows = 20, .cols = 300},
+    expect_same_as_cpu({.op = FilterOp::SeparableRow,
+                        .in = DType::F32,
+                        .out = DType::F32,
+                        .channels = 2,
+                        .radius = 600,
+                        .rows = 20,
+                        .cols = 300},
                        rng);
-    expect_same_as_cpu({.op = FilterOp::SeparableColumn, .in = DType::F32, .out = DType::U16, .channels = 1,
-                        .radius = 1000, .rows = 40, .cols = 70},
+    expect_same_as_cpu({.op = FilterOp::SeparableColumn,
+                        .in = DType::F32,
+                        .out = DType::U16,
+                        .channels = 1,
+                        .radius = 1000,
+                        .rows = 40,
+                        .cols = 70},
                        rng);
 }
 
 TEST_F(CudaFilterTest, TilesInPinnedHostMemoryWork) {
     std::mt19937_64 rng(outcore::test::seed());
-    expect_same_as_cpu({.op = FilterOp::Conv2D, .in = DType::F32, .out = DType::U8, .channels = 1, .radius = 2,
-                        .rows = 64, .cols = 80},
+    expect_same_as_cpu({.op = FilterOp::Conv2D,
+                        .in = DType::F32,
+                        .out = DType::U8,
+                        .channels = 1,
+                        .radius = 2,
+                        .rows = 64,
+                        .cols = 80},
                        rng, MemoryKind::HostPinned);
 }
 
@@ -422,9 +508,15 @@ TEST_F(CudaFilterTest, RefusesWhatTheKernelsCannotReach) {
     Block cached = dev().allocate({.bytes = 1 * kMiB, .kind = MemoryKind::HostCached});
     const std::vector<float> taps(9, 0.1F);
     const KernelParams params = KernelParams::make(dev(), *q, std::as_bytes(std::span(taps)));
-    const FilterTileArgs ok{.op = FilterOp::Conv2D, .radius = 1, .out_rows = 8, .out_cols = 8,
-                            .in = BufferView(device, 0, 4096), .in_row_stride = 40,
-                            .out = BufferView(device, 8192, 4096), .out_row_stride = 32, .weights = &params};
+    const FilterTileArgs ok{.op = FilterOp::Conv2D,
+                            .radius = 1,
+                            .out_rows = 8,
+                            .out_cols = 8,
+                            .in = BufferView(device, 0, 4096),
+                            .in_row_stride = 40,
+                            .out = BufferView(device, 8192, 4096),
+                            .out_row_stride = 32,
+                            .weights = &params};
     FilterTileArgs bad = ok;
     bad.in = BufferView(cached, 0, 4096);
     EXPECT_THROW(dev().kernels().filter(*q, bad), UsageError);

@@ -24,8 +24,8 @@ namespace {
 
 using outcore::Block;
 using outcore::BufferView;
-using outcore::MemoryKind;
 using outcore::kMiB;
+using outcore::MemoryKind;
 using CudaQueueTest = outcore::cuda::test::CudaTest;
 
 /// Holds a queue inside a host task until opened; opens on destruction (declare it
@@ -136,8 +136,8 @@ TEST_F(CudaQueueTest, PageableTransfersDoNotBlockTheSubmitter) {
     auto done = dev().create_event();
     Gate gate;
     q->host_task([&] { gate.wait(); });
-    q->upload(in.data(), device);  // pageable → device
-    q->copy(device, cached);       // device → pageable
+    q->upload(in.data(), device);     // pageable → device
+    q->copy(device, cached);          // device → pageable
     q->download(cached, out.data());  // host → host
     q->record(*done);
     EXPECT_FALSE(done->query());

@@ -417,8 +417,8 @@ TEST(Pipeline, SlotsOverTheBudgetAreRefusedByTheAdaptor) {
 
 TEST(Pipeline, AbsurdSizesAreErrorsNotCrashes) {
     auto device = make_device();
-    for (const std::uint64_t bytes : {std::uint64_t{1} << 31, std::uint64_t{1} << 32, std::uint64_t{46341} * 46341,
-                                      std::uint64_t{1} << 63, UINT64_MAX}) {
+    for (const std::uint64_t bytes : {std::uint64_t{1} << 31, std::uint64_t{1} << 32,
+                                      std::uint64_t{46341} * 46341, std::uint64_t{1} << 63, UINT64_MAX}) {
         PipelineOptions o;
         o.budget_bytes = 1 * kMiB;
         o.slots = {{bytes, "huge"}};
