@@ -47,5 +47,6 @@ void add_alloc_demo_command(CLI::App& app, const GlobalOptions& globals, Command
 void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_make_image_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 
 }  // namespace outcore::cli

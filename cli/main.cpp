@@ -52,6 +52,7 @@ int run(int argc, char** argv) {
     outcore::cli::add_gemm_command(app, globals, commands);
     outcore::cli::add_filter_command(app, globals, commands);
     outcore::cli::add_make_image_command(app, globals, commands);
+    outcore::cli::add_bench_command(app, globals, commands);
 
     try {
         app.parse(argc, argv);

@@ -113,4 +113,14 @@ void HostMatrix::do_write(std::uint64_t row0, std::uint64_t col0, std::uint64_t 
     }
 }
 
+std::optional<DirectMatrix> HostMatrix::direct() const {
+    if (!device_readable_ || layout_ != Layout::ColMajor || data_ == nullptr) return std::nullopt;
+    return DirectMatrix{.data = data_, .ld_elements = ld_};
+}
+
+std::optional<DirectMatrix> HostMatrix::direct_sink() const {
+    if (read_only_) return std::nullopt;
+    return direct();
+}
+
 }  // namespace outcore::io

@@ -265,6 +265,8 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
     // order (sinks such as TIFF take rows top to bottom).
     std::vector<std::byte> band(strips ? 0 : static_cast<std::size_t>(run.tile.rows * row_bytes));
     std::uint64_t rows_written = 0;  // writer thread only
+    // A device-writable sink takes each output tile straight from the device.
+    const std::optional<io::DirectImage> direct_out = sink.direct_sink();
 
     std::vector<tile::SlotSpec> slots;
     for (std::uint32_t i = 0; i < run.depth; ++i) slots.push_back({run.input_slot_bytes, "filter.in"});
@@ -281,7 +283,8 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
                     .budget_bytes = budget - weights_bytes,
                     .slots = std::move(slots),
                     .upload_staging = {.bytes = run.input_slot_bytes, .count = run.depth},
-                    .download_staging = {.bytes = run.output_slot_bytes, .count = kDownloadStaging},
+                    .download_staging = {.bytes = direct_out ? 0 : run.output_slot_bytes,
+                                         .count = direct_out ? 0 : kDownloadStaging},
                     .reader_threads = options.reader_threads != 0 ? options.reader_threads : kDefaultReaders,
                     .writer_threads = 1,
                     .measure_busy = options.measure_busy,
@@ -317,6 +320,21 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
                                                                 views](Queue& q) {
             detail::enqueue_filter_tile(device.kernels(), q, spec, weights, image, image.type, t.size, views);
         });
+        if (direct_out) {
+            const Copy2D shape{.width_bytes = out_stride,
+                               .rows = t.size.rows,
+                               .host_pitch_bytes = direct_out->row_stride_bytes,
+                               .buffer_pitch_bytes = out_stride};
+            p.download_2d_to(out_slot, 0, direct_out->data + t.row * direct_out->row_stride_bytes + t.col * pix,
+                             shape, [&, t] {
+                                 rows_written += t.col + t.size.cols < width ? 0 : t.size.rows;
+                                 if (options.progress) {
+                                     options.progress(static_cast<double>(rows_written) /
+                                                      static_cast<double>(image.extent.rows));
+                                 }
+                             });
+            continue;
+        }
         p.download(out_slot, 0, out_bytes, [&, t, out_stride](std::span<const std::byte> staging) {
             if (strips) {
                 sink.write_rows(t.row, t.size.rows, staging.data(), out_stride);

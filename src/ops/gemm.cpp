@@ -37,6 +37,10 @@ struct OperandCut {
     const io::MatrixSource* source = nullptr;
     /// The stored (logical) matrix has k along its rows: A with trans_a, B without trans_b.
     bool k_rows = false;
+    /// Element bytes.
+    std::uint64_t w = 0;
+    /// Device-readable memory: chunks go up with one 2-D copy, no packing.
+    std::optional<io::DirectMatrix> direct = std::nullopt;
 
     /// Leading dimension of a packed chunk, in elements.
     [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
@@ -48,6 +52,27 @@ struct OperandCut {
         } else {
             source->read(o0, k0, on, kn, dst, on);
         }
+    }
+    /// Uploads the chunk into `slot`, packed (through a staging buffer) or, for a
+    /// direct source, straight from its memory.
+    void upload(tile::Pipeline& p, tile::SlotId slot, std::uint64_t o0, std::uint64_t k0, std::uint64_t on,
+                std::uint64_t kn) const {
+        if (direct) {
+            // The chunk in stored orientation is an nr × nc column-major block.
+            const std::uint64_t r0 = k_rows ? k0 : o0;
+            const std::uint64_t c0 = k_rows ? o0 : k0;
+            const std::uint64_t nr = k_rows ? kn : on;
+            const std::uint64_t nc = k_rows ? on : kn;
+            p.upload_2d_from(slot, 0, direct->data + (r0 + c0 * direct->ld_elements) * w,
+                             Copy2D{.width_bytes = nr * w,
+                                    .rows = nc,
+                                    .host_pitch_bytes = direct->ld_elements * w,
+                                    .buffer_pitch_bytes = nr * w});
+            return;
+        }
+        const OperandCut cut = *this;
+        p.upload(slot, 0, on * kn * w,
+                 [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
     }
 };
 
@@ -82,13 +107,12 @@ private:
 class PanelFeeder {
 public:
     PanelFeeder(tile::Pipeline& p, const std::vector<tile::SlotId>& ring, const OperandCut& cut,
-                const tile::GemmPlan& plan, std::uint64_t k, std::uint64_t w)
+                const tile::GemmPlan& plan, std::uint64_t k)
         : p_(p),
           ring_(ring),
           cut_(cut),
           tile_k_(plan.tile_k),
           k_(k),
-          w_(w),
           k_chunks_(plan.k_chunks()),
           prefetch_(plan.prefetch_chunks) {}
 
@@ -140,15 +164,13 @@ private:
     void upload(std::uint64_t panel, std::uint64_t kc, std::uint64_t o0, std::uint64_t on) {
         const std::uint64_t k0 = kc * tile_k_;
         const std::uint64_t kn = std::min(tile_k_, k_ - k0);
-        const OperandCut cut = cut_;
-        p_.upload(slot(panel, kc), 0, on * kn * w_,
-                  [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
+        cut_.upload(p_, slot(panel, kc), o0, k0, on, kn);
     }
 
     tile::Pipeline& p_;
     const std::vector<tile::SlotId>& ring_;
     OperandCut cut_;
-    std::uint64_t tile_k_, k_, w_, k_chunks_, prefetch_;
+    std::uint64_t tile_k_, k_, k_chunks_, prefetch_;
     std::uint64_t panel_ = 0;
     bool started_ = false;
     std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
@@ -287,11 +309,18 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const std::uint64_t a_chunk_bytes = plan.tile_m * plan.tile_k * w;
     const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
-    // Staging: enough buffers that each stream's fills can run a ring ahead.
-    const std::uint32_t streams = 2 + (beta_nonzero ? 1 : 0);
-    po.upload_staging = {.bytes = std::max({a_chunk_bytes, b_chunk_bytes, beta_nonzero ? c_tile_bytes : 0}),
-                         .count = streams * std::max<std::uint32_t>(plan.depth, 2)};
-    po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
+    // Staging: enough buffers that each stream's fills can run a ring ahead; none for
+    // what moves straight from device-readable memory (DirectMatrix).
+    const bool a_direct = a.direct().has_value();
+    const bool b_direct = b.direct().has_value();
+    const bool c_in_packed = beta_nonzero && !options.c_in->direct().has_value();
+    const std::uint32_t streams = (a_direct ? 0 : 1) + (b_direct ? 0 : 1) + (c_in_packed ? 1 : 0);
+    if (streams > 0) {
+        po.upload_staging = {.bytes = std::max({a_direct ? 0 : a_chunk_bytes, b_direct ? 0 : b_chunk_bytes,
+                                                c_in_packed ? c_tile_bytes : 0}),
+                             .count = streams * std::max<std::uint32_t>(plan.depth, 2)};
+    }
+    if (!c.direct_sink().has_value()) po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
     po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
     po.writer_threads = options.writer_threads != 0 ? options.writer_threads : kDefaultWriterThreads;
     po.measure_busy = options.measure_busy;
@@ -309,13 +338,21 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) b_ring.push_back(tile::SlotId{next++});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) c_ring.push_back(tile::SlotId{next++});
 
-    const OperandCut a_cut{&a, problem.trans_a};
-    const OperandCut b_cut{&b, !problem.trans_b};
+    const OperandCut a_cut{&a, problem.trans_a, w, a.direct()};
+    const OperandCut b_cut{&b, !problem.trans_b, w, b.direct()};
+    // Plain values, not optionals: GCC 12 misreads an optional's engaged state here.
+    const std::optional<io::DirectMatrix> c_sink_view = c.direct_sink();
+    const bool c_direct = c_sink_view.has_value();
+    const io::DirectMatrix c_out = c_sink_view.value_or(io::DirectMatrix{});
+    const std::optional<io::DirectMatrix> c_in_view =
+        beta_nonzero ? options.c_in->direct() : std::optional<io::DirectMatrix>{};
+    const bool c_in_direct = c_in_view.has_value();
+    const io::DirectMatrix c_in_mem = c_in_view.value_or(io::DirectMatrix{});
     // Panel schedules walk C in panel order: "outer" is the panel (a row of tiles for
     // A panels, a column for B panels), "inner" the tile within it.
     const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
     const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
-    PanelFeeder panel(p, a_panel ? a_ring : b_ring, a_panel ? a_cut : b_cut, plan, problem.k, w);
+    PanelFeeder panel(p, a_panel ? a_ring : b_ring, a_panel ? a_cut : b_cut, plan, problem.k);
     auto panel_extent = [&](std::uint64_t o) {
         const tile::TileRect r = b_panel ? grid.tile(0, o) : grid.tile(o, 0);
         return b_panel ? std::pair{r.col, r.size.cols} : std::pair{r.row, r.size.rows};
@@ -343,7 +380,14 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
             panel.start(o0, on, n0, nn);
         }
-        if (beta_nonzero) {
+        // A C tile is an mi × nj column-major block of C.
+        const Copy2D c_shape{
+            .width_bytes = mi * wc, .rows = nj, .host_pitch_bytes = 0, .buffer_pitch_bytes = mi * wc};
+        if (beta_nonzero && c_in_direct) {
+            Copy2D shape = c_shape;
+            shape.host_pitch_bytes = c_in_mem.ld_elements * wc;
+            p.upload_2d_from(cs, 0, c_in_mem.data + (i0 + j0 * c_in_mem.ld_elements) * wc, shape);
+        } else if (beta_nonzero) {
             const io::MatrixSource* c_in = options.c_in;
             p.upload(cs, 0, c_bytes, [c_in, i0, j0, mi, nj](std::span<std::byte> s) {
                 c_in->read(i0, j0, mi, nj, s.data(), mi);
@@ -360,17 +404,13 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 as = panel.current(kc);
             } else {
                 as = a_ring[a_next++ % a_ring.size()];
-                p.upload(as, 0, a_bytes, [a_cut, i0, k0, mi, kn](std::span<std::byte> s) {
-                    a_cut.read(i0, k0, mi, kn, s.data());
-                });
+                a_cut.upload(p, as, i0, k0, mi, kn);
             }
             if (b_panel) {
                 bs = panel.current(kc);
             } else {
                 bs = b_ring[b_next++ % b_ring.size()];
-                p.upload(bs, 0, b_bytes, [b_cut, j0, k0, nj, kn](std::span<std::byte> s) {
-                    b_cut.read(j0, k0, nj, kn, s.data());
-                });
+                b_cut.upload(p, bs, j0, k0, nj, kn);
             }
             // The next panel goes up behind this step's streamed chunk, never in
             // front of it: an upload that must wait for a slot to be released would
@@ -398,10 +438,17 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             p.compute({tile::reads(as), tile::reads(bs), overwrite ? tile::writes(cs) : tile::updates(cs)},
                       [&](Queue& q) { kernels.gemm(q, args); });
         }
-        p.download(cs, 0, c_bytes, [&c, &progress, i0, j0, mi, nj](std::span<const std::byte> s) {
-            c.write(i0, j0, mi, nj, s.data(), mi);
-            progress.tile_done();
-        });
+        if (c_direct) {
+            Copy2D shape = c_shape;
+            shape.host_pitch_bytes = c_out.ld_elements * wc;
+            p.download_2d_to(cs, 0, c_out.data + (i0 + j0 * c_out.ld_elements) * wc, shape,
+                             [&progress] { progress.tile_done(); });
+        } else {
+            p.download(cs, 0, c_bytes, [&c, &progress, i0, j0, mi, nj](std::span<const std::byte> s) {
+                c.write(i0, j0, mi, nj, s.data(), mi);
+                progress.tile_done();
+            });
+        }
     }
     const tile::PipelineStats stats = p.finish();
 

@@ -418,6 +418,26 @@ void Pipeline::upload_from(SlotId dst, std::uint64_t offset, const void* host, s
     }
 }
 
+void Pipeline::upload_2d_from(SlotId dst, std::uint64_t offset, const void* host, const Copy2D& shape) {
+    check_usable("upload_2d_from");
+    try {
+        if (host == nullptr) throw UsageError(kComponent, "upload_2d_from a null host pointer");
+        if (shape.rows == 0 || shape.width_bytes == 0) return;
+        (void)checked_range(dst, offset, shape.buffer_span_bytes(), "upload_2d_from");
+        started_ = true;
+        issue_ready_uploads();
+        pending_.push_back(PendingUpload{.dst = dst,
+                                         .offset = offset,
+                                         .bytes = shape.buffer_span_bytes(),
+                                         .staging = kDirect,
+                                         .host = host,
+                                         .shape = shape});
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
 void Pipeline::issue_front_upload() {
     if (pending_.empty()) throw InternalError(kComponent, "no pending upload to issue");
     const PendingUpload u = pending_.front();
@@ -436,7 +456,9 @@ void Pipeline::issue_front_upload() {
     Queue& q = *queues_[kUpload];
     wait_hazards(kUpload, s.track, Access::Write);
     Interval* busy = begin_busy(kUpload);
-    if (u.staging == kDirect) {
+    if (u.staging == kDirect && u.shape.rows > 0) {
+        q.upload_2d(u.host, dst, u.shape);
+    } else if (u.staging == kDirect) {
         q.upload(u.host, dst);
     } else {
         q.copy(BufferView(up_staging_[u.staging], 0, u.bytes), dst);
@@ -447,7 +469,7 @@ void Pipeline::issue_front_upload() {
         up_free_.push_back(u.staging);
     }
     note_access(kUpload, s.track, Access::Write);
-    stats_.bytes_uploaded += u.bytes;
+    stats_.bytes_uploaded += u.shape.rows > 0 ? u.shape.rows * u.shape.width_bytes : u.bytes;
     ++stats_.upload_count;
 }
 
@@ -622,6 +644,32 @@ void Pipeline::download_to(SlotId src, std::uint64_t offset, void* host, std::ui
         end_busy(kDownload, busy);
         note_access(kDownload, track, Access::Read);
         stats_.bytes_downloaded += bytes;
+        ++stats_.download_count;
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
+void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, const Copy2D& shape,
+                              std::function<void()> done) {
+    check_usable("download_2d_to");
+    try {
+        if (host == nullptr) throw UsageError(kComponent, "download_2d_to a null host pointer");
+        if (shape.rows == 0 || shape.width_bytes == 0) return;
+        const BufferView from = checked_range(src, offset, shape.buffer_span_bytes(), "download_2d_to");
+        started_ = true;
+        const SlotAccess access = reads(src);
+        flush_uploads_for(std::span<const SlotAccess>(&access, 1));
+        const std::uint32_t track = slots_[src.index].track;
+        Queue& q = *queues_[kDownload];
+        wait_hazards(kDownload, track, Access::Read);
+        Interval* busy = begin_busy(kDownload);
+        q.download_2d(from, host, shape);
+        end_busy(kDownload, busy);
+        if (done) q.host_task(std::move(done));
+        note_access(kDownload, track, Access::Read);
+        stats_.bytes_downloaded += shape.rows * shape.width_bytes;
         ++stats_.download_count;
     } catch (...) {
         record_error(std::current_exception());

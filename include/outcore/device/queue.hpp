@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 
 #include "outcore/device/block.hpp"
@@ -22,6 +23,21 @@ namespace outcore {
 
 class Device;
 class Event;
+
+/// A 2-D copy between host memory and a buffer: `rows` runs of `width_bytes`, the
+/// runs `host_pitch_bytes` apart on the host and `buffer_pitch_bytes` apart in the
+/// buffer (cudaMemcpy2DAsync's shape). A column-major sub-matrix is one: a run per
+/// column, the host pitch its leading dimension.
+struct Copy2D {
+    std::uint64_t width_bytes = 0;
+    std::uint64_t rows = 0;
+    std::uint64_t host_pitch_bytes = 0;
+    std::uint64_t buffer_pitch_bytes = 0;
+    /// Bytes the buffer side spans: (rows − 1) · buffer_pitch + width (0 when empty).
+    [[nodiscard]] std::uint64_t buffer_span_bytes() const noexcept;
+    /// Bytes the host side spans.
+    [[nodiscard]] std::uint64_t host_span_bytes() const noexcept;
+};
 
 /// What a queue is for; backends may map roles to hardware engines (copy engines).
 enum class QueueRole : unsigned char { General, Upload, Compute, Download };
@@ -44,6 +60,13 @@ public:
     void upload(const void* src, const BufferView& dst);
     /// Copies src into host memory at `dst`.
     void download(const BufferView& src, void* dst);
+    /// Uploads the 2-D region `shape` from host memory at `src` into dst (which must
+    /// span shape.buffer_span_bytes()), with no packing on the host. From pinned
+    /// memory this runs at link speed on a GPU (one DMA). UsageError for a width
+    /// above either pitch or a buffer too small.
+    void upload_2d(const void* src, const BufferView& dst, const Copy2D& shape);
+    /// Downloads the 2-D region `shape` of src into host memory at `dst`.
+    void download_2d(const BufferView& src, void* dst, const Copy2D& shape);
     /// Sets every byte of dst to `value`.
     void fill(const BufferView& dst, std::byte value);
     /// `event` completes when all work submitted to this queue so far has.
@@ -69,7 +92,12 @@ protected:
 private:
     /// One copy of `bytes`: exactly one of (src view, host.src) and one of
     /// (dst view, host.dst) is set; views with bytes == 0 mean "host side".
-    virtual void do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) = 0;
+    virtual void do_copy(const BufferView& src, const BufferView& dst, HostRange host,
+                         std::uint64_t bytes) = 0;
+    /// A checked, non-empty 2-D copy between host memory (exactly one of host.src /
+    /// host.dst) and `buffer`. Default: one do_copy per run (correct everywhere;
+    /// backends with a native 2-D copy override it).
+    virtual void do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape);
     virtual void do_fill(const BufferView& dst, std::byte value) = 0;
     virtual void do_record(Event& event) = 0;
     virtual void do_wait(const Event& event) = 0;

@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -75,6 +76,13 @@ private:
                               std::uint64_t row_stride_bytes) const = 0;
 };
 
+/// Image rows in host memory a device can write directly (pinned memory on a
+/// discrete GPU): row r at data + r · row_stride_bytes.
+struct DirectImage {
+    std::byte* data = nullptr;
+    std::uint64_t row_stride_bytes = 0;
+};
+
 /// Takes row bands of an image; commit() publishes it.
 class ImageSink {
 public:
@@ -92,6 +100,10 @@ public:
     /// UsageError when called twice or, for TiffWriter, before every row was written.
     void commit();
     [[nodiscard]] bool committed() const noexcept { return committed_; }
+
+    /// The image as device-writable host memory, if it is that (optional; default:
+    /// none, and bands go through write_rows()). A direct sink takes tiles in any order.
+    [[nodiscard]] virtual std::optional<DirectImage> direct_sink() const { return std::nullopt; }
 
 protected:
     ImageSink() = default;
@@ -119,6 +131,11 @@ public:
     [[nodiscard]] const ImageInfo& info() const noexcept override { return info_; }
     [[nodiscard]] std::uint64_t row_stride_bytes() const noexcept { return stride_; }
 
+    /// Declares that the device can address this memory directly (pinned host memory
+    /// of that device): tiled filters then download output tiles straight into it.
+    void set_device_readable(bool readable) noexcept { device_readable_ = readable; }
+    [[nodiscard]] std::optional<DirectImage> direct_sink() const override;
+
 private:
     void do_read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* dst,
                       std::uint64_t row_stride_bytes) const override;
@@ -129,6 +146,7 @@ private:
     ImageInfo info_;
     std::uint64_t stride_ = 0;
     bool read_only_ = false;
+    bool device_readable_ = false;
 };
 
 /// Reads an image stored as .npy: (rows, cols) is one channel, (rows, cols, c) with c

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "outcore/device/dtype.hpp"
@@ -36,6 +37,15 @@ enum class Layout : unsigned char { RowMajor, ColMajor };
 
 /// "row-major" or "col-major".
 [[nodiscard]] std::string_view to_string(Layout layout) noexcept;
+
+/// A column-major matrix in host memory the device can copy to and from without
+/// staging (pinned memory on a discrete GPU): element (i, j) at
+/// data + (i + j · ld_elements) · dtype_bytes. Tiled operations then move
+/// sub-matrices with one 2-D copy each (Queue::upload_2d), no packing on the host.
+struct DirectMatrix {
+    std::byte* data = nullptr;
+    std::uint64_t ld_elements = 0;
+};
 
 /// Reads sub-blocks of a rows × cols matrix of dtype() elements.
 class MatrixSource {
@@ -53,6 +63,10 @@ public:
     /// ld_elements < rows or a null dst; IoError / UsageError from the backing file.
     void read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols, std::byte* dst,
               std::uint64_t ld_elements) const;
+
+    /// The matrix as device-readable column-major memory, if it is that (optional;
+    /// default: none, and tiles are packed through read()).
+    [[nodiscard]] virtual std::optional<DirectMatrix> direct() const { return std::nullopt; }
 
 protected:
     MatrixSource() = default;
@@ -86,6 +100,10 @@ public:
     /// UsageError when called twice; IoError on failure.
     void commit();
     [[nodiscard]] bool committed() const noexcept { return committed_; }
+
+    /// The matrix as device-writable column-major memory, if it is that (optional;
+    /// default: none, and tiles go through write()).
+    [[nodiscard]] virtual std::optional<DirectMatrix> direct_sink() const { return std::nullopt; }
 
 protected:
     MatrixSink() = default;
@@ -121,6 +139,13 @@ public:
     [[nodiscard]] Layout layout() const noexcept { return layout_; }
     [[nodiscard]] std::uint64_t ld_elements() const noexcept { return ld_; }
 
+    /// Declares that the device can address this memory directly: it is pinned host
+    /// memory of that device (MemoryKind::HostPinned, or registered with it). Only a
+    /// column-major matrix is offered as a DirectMatrix; row-major ones stay packed.
+    void set_device_readable(bool readable) noexcept { device_readable_ = readable; }
+    [[nodiscard]] std::optional<DirectMatrix> direct() const override;
+    [[nodiscard]] std::optional<DirectMatrix> direct_sink() const override;
+
 private:
     void do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,
                  std::byte* dst, std::uint64_t ld_elements) const override;
@@ -134,6 +159,7 @@ private:
     Layout layout_ = Layout::RowMajor;
     DType dtype_ = DType::F32;
     bool read_only_ = false;
+    bool device_readable_ = false;
 };
 
 }  // namespace outcore::io

@@ -200,6 +200,11 @@ public:
     /// directly: pinned, or any host memory on unified-memory devices). `host` must
     /// stay valid and unchanged until finish() returns.
     void upload_from(SlotId dst, std::uint64_t offset, const void* host, std::uint64_t bytes);
+    /// upload_from for a 2-D region (Queue::upload_2d): `shape.rows` runs of host
+    /// memory `shape.host_pitch_bytes` apart land `shape.buffer_pitch_bytes` apart in
+    /// `dst` from `offset` — a sub-matrix of a pinned host matrix goes up with no
+    /// packing on the host and one DMA. `host` must stay valid until finish().
+    void upload_2d_from(SlotId dst, std::uint64_t offset, const void* host, const Copy2D& shape);
     /// Runs `enqueue` with the compute queue once every access in `accesses` is safe
     /// (earlier writers finished; for writes, earlier readers too). `enqueue` may only
     /// touch the slots it lists.
@@ -211,6 +216,11 @@ public:
     /// Downloads straight into host memory, no staging; `host` holds the bytes once
     /// finish() returns.
     void download_to(SlotId src, std::uint64_t offset, void* host, std::uint64_t bytes);
+
+    /// download_to for a 2-D region (Queue::download_2d); `done`, if set, runs on the
+    /// download queue's host thread once the bytes have landed (progress reports).
+    void download_2d_to(SlotId src, std::uint64_t offset, void* host, const Copy2D& shape,
+                        std::function<void()> done = {});
 
     /// Waits for everything, rethrows the first failure, and returns the statistics.
     /// After it, the pipeline only answers stats(). Throws UsageError when called twice.
@@ -254,6 +264,7 @@ private:
         std::uint64_t bytes = 0;
         std::uint32_t staging = 0;   // index into up_staging_, or kDirect
         const void* host = nullptr;  // for upload_from
+        Copy2D shape{};              // rows > 0: a 2-D upload_from
     };
     static constexpr std::uint32_t kDirect = UINT32_MAX;
 

@@ -31,18 +31,6 @@ bool Signal::done() {
     return done_;
 }
 
-std::shared_ptr<Signal> CpuEvent::arm() {
-    auto signal = std::make_shared<Signal>();
-    std::lock_guard lock(mutex_);
-    last_ = signal;
-    return signal;
-}
-
-std::shared_ptr<Signal> CpuEvent::last() const {
-    std::lock_guard lock(mutex_);
-    return last_;
-}
-
 void CpuEvent::do_wait() {
     const std::shared_ptr<Signal> signal = last();
     if (!signal) return;
@@ -88,7 +76,9 @@ void CpuQueue::push(Work work) {
     work_cv_.notify_one();
 }
 
-void CpuQueue::enqueue(std::function<void()> task) { push(Work{.kind = WorkKind::Task, .task = std::move(task), .signal = nullptr}); }
+void CpuQueue::enqueue(std::function<void()> task) {
+    push(Work{.kind = WorkKind::Task, .task = std::move(task), .signal = nullptr});
+}
 
 void CpuQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
     if (bytes == 0) return;
@@ -98,6 +88,21 @@ void CpuQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange h
     std::byte* to = host.dst != nullptr ? static_cast<std::byte*>(host.dst) : address_of(dst);
     const auto n = static_cast<std::size_t>(bytes);
     enqueue([from, to, n] { std::memcpy(to, from, n); });
+}
+
+void CpuQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
+    // One task for the whole region: the runs are copied back to back by the worker.
+    std::byte* dev = address_of(buffer);
+    const bool up = host.src != nullptr;
+    const std::byte* from = up ? static_cast<const std::byte*>(host.src) : dev;
+    std::byte* to = up ? dev : static_cast<std::byte*>(host.dst);
+    const std::uint64_t from_pitch = up ? shape.host_pitch_bytes : shape.buffer_pitch_bytes;
+    const std::uint64_t to_pitch = up ? shape.buffer_pitch_bytes : shape.host_pitch_bytes;
+    enqueue([from, to, from_pitch, to_pitch, shape] {
+        for (std::uint64_t r = 0; r < shape.rows; ++r) {
+            std::memcpy(to + r * to_pitch, from + r * from_pitch, static_cast<std::size_t>(shape.width_bytes));
+        }
+    });
 }
 
 void CpuQueue::do_fill(const BufferView& dst, std::byte value) {
@@ -169,9 +174,7 @@ void CpuQueue::execute(Work& work) noexcept {
                 new_failure = std::current_exception();
             }
             break;
-        case WorkKind::Mark:
-            work.signal->complete(failure);
-            return;
+        case WorkKind::Mark: work.signal->complete(failure); return;
         case WorkKind::Wait:
             if (failure) return;
             new_failure = work.signal->wait();

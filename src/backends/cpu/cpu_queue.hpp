@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "device/last_record.hpp"
 #include "outcore/device/event.hpp"
 #include "outcore/device/queue.hpp"
 
@@ -45,16 +46,15 @@ private:
 class CpuEvent final : public Event {
 public:
     /// Starts a new record and returns its Signal (the queue completes it).
-    [[nodiscard]] std::shared_ptr<Signal> arm();
+    [[nodiscard]] std::shared_ptr<Signal> arm() { return records_.arm(); }
     /// The most recent record, or null if never recorded.
-    [[nodiscard]] std::shared_ptr<Signal> last() const;
+    [[nodiscard]] std::shared_ptr<Signal> last() const { return records_.last(); }
 
 private:
     void do_wait() override;
     bool do_query() override;
 
-    mutable std::mutex mutex_;
-    std::shared_ptr<Signal> last_;
+    detail::LastRecord<Signal> records_;
 };
 
 /// An ordered queue backed by one worker thread. Submission (any do_* or enqueue)
@@ -82,6 +82,7 @@ private:
     };
 
     void do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) override;
+    void do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) override;
     void do_fill(const BufferView& dst, std::byte value) override;
     void do_record(Event& event) override;
     void do_wait(const Event& event) override;

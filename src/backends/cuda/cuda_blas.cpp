@@ -17,14 +17,15 @@ namespace {
 std::mutex g_mutex;
 CublasApi g_api;
 std::atomic<const CublasApi*> g_loaded{nullptr};
+void* g_library = nullptr;  // under g_mutex until g_loaded is set, then read-only
 
 template <typename F>
 void resolve(void* library, const char* symbol, F& out) {
     void* address = ::dlsym(library, symbol);
     if (address == nullptr) {
         const char* why = ::dlerror();
-        throw BackendError(kComponent, fmt::format("cuBLAS lacks {}: {}", symbol, why != nullptr ? why : "?"), 0,
-                           "dlsym");
+        throw BackendError(kComponent, fmt::format("cuBLAS lacks {}: {}", symbol, why != nullptr ? why : "?"),
+                           0, "dlsym");
     }
     out = reinterpret_cast<F>(address);
 }
@@ -66,8 +67,14 @@ const CublasApi& cublas_api() {
     resolve(library, "cublasGetStatusName", api.status_name);
     resolve(library, "cublasGetStatusString", api.status_string);
     g_api = api;
+    g_library = library;
     g_loaded.store(&g_api, std::memory_order_release);
     return g_api;
+}
+
+void* cublas_library() {
+    (void)cublas_api();
+    return g_library;
 }
 
 const CublasApi* loaded_cublas_api() noexcept { return g_loaded.load(std::memory_order_acquire); }

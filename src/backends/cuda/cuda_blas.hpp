@@ -20,9 +20,10 @@ struct CublasApi {
     cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
     cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
     cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;
-    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                              const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
-                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                              const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                              const void*, void*, cudaDataType, int, cublasComputeType_t,
+                              cublasGemmAlgo_t) = nullptr;
     const char* (*status_name)(cublasStatus_t) = nullptr;
     const char* (*status_string)(cublasStatus_t) = nullptr;
 };
@@ -30,6 +31,10 @@ struct CublasApi {
 /// cuBLAS, loaded once per process (thread-safe). Throws BackendError naming the
 /// library and dlerror() when it cannot be loaded; a later call tries again.
 [[nodiscard]] const CublasApi& cublas_api();
+
+/// The dlopen handle of libcublas (opened by cublas_api()), for entry points outside
+/// CublasApi (cuBLASXt in the benchmark baselines). Throws like cublas_api().
+[[nodiscard]] void* cublas_library();
 
 /// The loaded API, or null when cublas_api() has not succeeded yet. Never throws.
 [[nodiscard]] const CublasApi* loaded_cublas_api() noexcept;

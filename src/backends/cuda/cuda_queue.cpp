@@ -87,17 +87,7 @@ std::exception_ptr RecordSlot::await() {
     return failure_;
 }
 
-std::shared_ptr<RecordSlot> CudaEvent::arm() {
-    auto slot = std::make_shared<RecordSlot>(device_->events());
-    std::lock_guard lock(mutex_);
-    last_ = slot;
-    return slot;
-}
-
-std::shared_ptr<RecordSlot> CudaEvent::last() const {
-    std::lock_guard lock(mutex_);
-    return last_;
-}
+std::shared_ptr<RecordSlot> CudaEvent::arm() { return records_.arm(device_->events()); }
 
 void CudaEvent::do_wait() {
     const std::shared_ptr<RecordSlot> slot = last();
@@ -145,7 +135,8 @@ CudaQueue::~CudaQueue() {
     } catch (...) {
         // join only throws for a thread that is not joinable; nothing left to undo.
     }
-    if (const cudaError_t rc = cudaSetDevice(cuda_device_->ordinal()); rc != cudaSuccess) warn_noexcept("cudaSetDevice", rc);
+    if (const cudaError_t rc = cudaSetDevice(cuda_device_->ordinal()); rc != cudaSuccess)
+        warn_noexcept("cudaSetDevice", rc);
     if (const cudaError_t rc = cudaStreamSynchronize(stream_); rc != cudaSuccess) {
         warn_noexcept("cudaStreamSynchronize in a queue's destructor", rc);
     }
@@ -165,7 +156,8 @@ CudaQueue::~CudaQueue() {
         }
     }
     cublas_workspace_.reset();
-    if (const cudaError_t rc = cudaStreamDestroy(stream_); rc != cudaSuccess) warn_noexcept("cudaStreamDestroy", rc);
+    if (const cudaError_t rc = cudaStreamDestroy(stream_); rc != cudaSuccess)
+        warn_noexcept("cudaStreamDestroy", rc);
 }
 
 cublasHandle_t CudaQueue::cublas() {
@@ -174,7 +166,8 @@ cublasHandle_t CudaQueue::cublas() {
     const std::uint64_t bytes = cuda_device_->cublas_workspace_bytes();
     // Counted like any Device block, so budgets see it; one per queue because queues
     // run GEMMs concurrently and a workspace must not be shared between streams.
-    Block workspace = cuda_device_->allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "cublas.workspace"});
+    Block workspace =
+        cuda_device_->allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "cublas.workspace"});
     const CublasApi& blas = cublas_api();
     cublasHandle_t handle = nullptr;
     OUTCORE_CUBLAS_CHECK(blas.create(&handle));
@@ -190,7 +183,9 @@ cublasHandle_t CudaQueue::cublas() {
     return cublas_;
 }
 
-void CudaQueue::submit(GpuOp op) { push(Item{.kind = ItemKind::Gpu, .op = std::move(op), .task = {}, .slot = {}}); }
+void CudaQueue::submit(GpuOp op) {
+    push(Item{.kind = ItemKind::Gpu, .op = std::move(op), .task = {}, .slot = {}});
+}
 
 void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
     const void* from = host.src != nullptr ? host.src : device_address(src);
@@ -202,14 +197,53 @@ void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange 
         // Host to host: whether the runtime orders such a cudaMemcpyAsync after the
         // stream's earlier work is not documented for pageable memory, so it is a plain
         // memcpy once the stream has drained.
-        push(Item{.kind = ItemKind::Host, .op = {}, .task = [from, to, n] { std::memcpy(to, from, n); }, .slot = {}});
+        push(Item{.kind = ItemKind::Host,
+                  .op = {},
+                  .task = [from, to, n] { std::memcpy(to, from, n); },
+                  .slot = {}});
         return;
     }
     const ItemKind kind = a == Where::Pageable || b == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
     push(Item{.kind = kind,
-              .op = [from, to, n](cudaStream_t stream) {
-                  OUTCORE_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyDefault, stream));
-              },
+              .op =
+                  [from, to, n](cudaStream_t stream) {
+                      OUTCORE_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyDefault, stream));
+                  },
+              .task = {},
+              .slot = {}});
+}
+
+void CudaQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
+    const bool up = host.src != nullptr;
+    void* dev = device_address(buffer);
+    const void* from = up ? host.src : dev;
+    void* to = up ? dev : host.dst;
+    const std::size_t from_pitch = up ? shape.host_pitch_bytes : shape.buffer_pitch_bytes;
+    const std::size_t to_pitch = up ? shape.buffer_pitch_bytes : shape.host_pitch_bytes;
+    const auto width = static_cast<std::size_t>(shape.width_bytes);
+    const auto rows = static_cast<std::size_t>(shape.rows);
+    const Where h = where_of_host(up ? host.src : host.dst);
+    const Where d = where_of(buffer.block.kind);
+    if (h != Where::Device && d != Where::Device) {
+        push(Item{.kind = ItemKind::Host,
+                  .op = {},
+                  .task =
+                      [from, to, from_pitch, to_pitch, width, rows] {
+                          for (std::size_t r = 0; r < rows; ++r) {
+                              std::memcpy(static_cast<std::byte*>(to) + r * to_pitch,
+                                          static_cast<const std::byte*>(from) + r * from_pitch, width);
+                          }
+                      },
+                  .slot = {}});
+        return;
+    }
+    const ItemKind kind = h == Where::Pageable || d == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
+    push(Item{.kind = kind,
+              .op =
+                  [from, to, from_pitch, to_pitch, width, rows](cudaStream_t stream) {
+                      OUTCORE_CUDA_CHECK(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows,
+                                                           cudaMemcpyDefault, stream));
+                  },
               .task = {},
               .slot = {}});
 }
@@ -219,20 +253,24 @@ void CudaQueue::do_fill(const BufferView& dst, std::byte value) {
     const auto n = static_cast<std::size_t>(dst.bytes);
     const int v = std::to_integer<int>(value);
     if (dst.block.kind == MemoryKind::HostCached) {
-        push(Item{.kind = ItemKind::Host, .op = {}, .task = [to, v, n] { std::memset(to, v, n); }, .slot = {}});
+        push(Item{
+            .kind = ItemKind::Host, .op = {}, .task = [to, v, n] { std::memset(to, v, n); }, .slot = {}});
         return;
     }
-    push(Item{.kind = ItemKind::Gpu,
-              .op = [to, v, n](cudaStream_t stream) { OUTCORE_CUDA_CHECK(cudaMemsetAsync(to, v, n, stream)); },
-              .task = {},
-              .slot = {}});
+    push(
+        Item{.kind = ItemKind::Gpu,
+             .op = [to, v, n](cudaStream_t stream) { OUTCORE_CUDA_CHECK(cudaMemsetAsync(to, v, n, stream)); },
+             .task = {},
+             .slot = {}});
 }
 
 void CudaQueue::do_record(Event& event) {
     auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
-    if (cuda_event == nullptr) throw UsageError(kComponent, "record: the event was not made by a CUDA device");
+    if (cuda_event == nullptr)
+        throw UsageError(kComponent, "record: the event was not made by a CUDA device");
     if (cuda_event->device().ordinal() != cuda_device_->ordinal()) {
-        throw UsageError(kComponent, "record: the event belongs to another GPU (record it on that GPU's queues)");
+        throw UsageError(kComponent,
+                         "record: the event belongs to another GPU (record it on that GPU's queues)");
     }
     push(Item{.kind = ItemKind::Record, .op = {}, .task = {}, .slot = cuda_event->arm()});
 }

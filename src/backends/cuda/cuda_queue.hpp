@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "outcore/device/block.hpp"
+#include "device/last_record.hpp"
 #include "outcore/device/event.hpp"
 #include "outcore/device/queue.hpp"
 
@@ -85,7 +86,7 @@ public:
     /// Starts a new record and returns its slot (the recording queue resolves it).
     [[nodiscard]] std::shared_ptr<RecordSlot> arm();
     /// The most recent record, or null if never recorded.
-    [[nodiscard]] std::shared_ptr<RecordSlot> last() const;
+    [[nodiscard]] std::shared_ptr<RecordSlot> last() const { return records_.last(); }
     [[nodiscard]] const CudaDevice& device() const noexcept { return *device_; }
 
 private:
@@ -93,8 +94,7 @@ private:
     bool do_query() override;
 
     CudaDevice* device_;
-    mutable std::mutex mutex_;
-    std::shared_ptr<RecordSlot> last_;
+    detail::LastRecord<RecordSlot> records_;
 };
 
 class CudaQueue final : public Queue {
@@ -131,6 +131,7 @@ private:
     };
 
     void do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) override;
+    void do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) override;
     void do_fill(const BufferView& dst, std::byte value) override;
     void do_record(Event& event) override;
     void do_wait(const Event& event) override;

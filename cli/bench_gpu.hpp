@@ -1,0 +1,68 @@
+// cli/bench_gpu.hpp — the pieces of `outcore bench gpu` (cli/bench_gpu.cpp): host
+// arrays in pinned memory, timing, and the checks a run makes of its own results.
+//
+//   PinnedArray a(device, n * n * 4, "A");             // HostPinned, freed on destruction
+//   fill_random(a.floats(), n * n, seed);              // all cores
+//   Timing t = time_reps(1, 3, [&] { run(); });        // warm-up, then the median of 3
+//   double err = gemm_sample_error(...);               // against a float64 reference
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "outcore/device/block.hpp"
+#include "outcore/device/device.hpp"
+#include "outcore/device/dtype.hpp"
+
+namespace outcore::cli::gpu_bench {
+
+/// Pinned host memory of the device under test (the operands of out-of-core runs).
+class PinnedArray {
+public:
+    PinnedArray(Device& device, std::uint64_t bytes, const char* tag);
+    [[nodiscard]] std::byte* data() const noexcept { return block_.host(); }
+    [[nodiscard]] float* floats() const noexcept { return reinterpret_cast<float*>(block_.host()); }
+    [[nodiscard]] std::uint64_t bytes() const noexcept { return block_.bytes(); }
+
+private:
+    Block block_;
+};
+
+/// Seconds of each repetition after the warm-ups, with the median and spread.
+struct Timing {
+    std::vector<double> seconds;
+    [[nodiscard]] double median() const;
+    [[nodiscard]] double min() const;
+    [[nodiscard]] double max() const;
+    [[nodiscard]] nlohmann::json to_json() const;
+};
+
+/// Runs `body` warmup times untimed, then reps times timed.
+[[nodiscard]] Timing time_reps(int warmup, int reps, const std::function<void()>& body);
+
+/// Uniform values in [−1, 1) from `seed`, written by all cores.
+void fill_random(float* data, std::uint64_t count, std::uint64_t seed);
+/// Rounds float32 to bfloat16 (nearest even), all cores; dst holds 2-byte values.
+void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count);
+/// float32 value of a bfloat16.
+[[nodiscard]] float bf16_to_float(std::uint16_t v) noexcept;
+
+/// The largest error of `samples` entries of C = A·B (column-major, n × n, A and B of
+/// `type` (F32 or BF16 as 2-byte values), C float32) against a float64 reference,
+/// each divided by Σ|a||b| of its dot product (so 1e-7 is float32 rounding).
+[[nodiscard]] double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c, std::uint64_t n,
+                                       DType type, int samples, std::uint64_t seed);
+
+/// Reading `path` start to end with pread in 8 MiB pieces, after asking the kernel to
+/// drop it from the page cache (posix_fadvise DONTNEED): bytes per second.
+[[nodiscard]] double disk_read_bandwidth(const std::string& path);
+/// Asks the kernel to drop `path` from the page cache (best effort).
+void drop_page_cache(const std::string& path) noexcept;
+/// Writes a column-major n × n float32 matrix as a Fortran-order .npy file.
+void write_npy_f32(const std::string& path, const float* data, std::uint64_t n);
+
+}  // namespace outcore::cli::gpu_bench

@@ -1,0 +1,195 @@
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "bench_gpu.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/io/npy.hpp"
+
+namespace outcore::cli::gpu_bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kComponent = "bench";
+
+/// Runs body(begin, end) over [0, count) split across the cores.
+void parallel_for(std::uint64_t count, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
+    const std::uint64_t threads = std::clamp<std::uint64_t>(std::thread::hardware_concurrency(), 1, 64);
+    const std::uint64_t per = (count + threads - 1) / threads;
+    std::vector<std::thread> pool;
+    for (std::uint64_t t = 0; t < threads; ++t) {
+        const std::uint64_t begin = t * per;
+        const std::uint64_t end = std::min(count, begin + per);
+        if (begin >= end) break;
+        pool.emplace_back([&body, begin, end] { body(begin, end); });
+    }
+    for (auto& th : pool) th.join();
+}
+
+[[noreturn]] void throw_io(const std::string& path, const char* op) {
+    const int e = errno;
+    throw IoError(kComponent, fmt::format("{} '{}': {}", op, path, std::strerror(e)), e, path, op);
+}
+
+}  // namespace
+
+PinnedArray::PinnedArray(Device& device, std::uint64_t bytes, const char* tag)
+    : block_(device.allocate({.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = tag})) {}
+
+double Timing::median() const {
+    if (seconds.empty()) return 0;
+    std::vector<double> s = seconds;
+    std::sort(s.begin(), s.end());
+    return s.size() % 2 == 1 ? s[s.size() / 2] : 0.5 * (s[s.size() / 2 - 1] + s[s.size() / 2]);
+}
+double Timing::min() const { return seconds.empty() ? 0 : *std::min_element(seconds.begin(), seconds.end()); }
+double Timing::max() const { return seconds.empty() ? 0 : *std::max_element(seconds.begin(), seconds.end()); }
+
+nlohmann::json Timing::to_json() const {
+    return {{"seconds", seconds}, {"median_s", median()}, {"min_s", min()}, {"max_s", max()}};
+}
+
+Timing time_reps(int warmup, int reps, const std::function<void()>& body) {
+    for (int i = 0; i < warmup; ++i) body();
+    Timing t;
+    for (int i = 0; i < reps; ++i) {
+        const auto start = Clock::now();
+        body();
+        t.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return t;
+}
+
+void fill_random(float* data, std::uint64_t count, std::uint64_t seed) {
+    constexpr std::uint64_t kBlock = 1 << 20;
+    parallel_for((count + kBlock - 1) / kBlock, [&](std::uint64_t b0, std::uint64_t b1) {
+        for (std::uint64_t b = b0; b < b1; ++b) {
+            std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ULL + b);
+            std::uniform_real_distribution<float> dist(-1.0F, 1.0F);
+            const std::uint64_t end = std::min(count, (b + 1) * kBlock);
+            for (std::uint64_t i = b * kBlock; i < end; ++i) data[i] = dist(rng);
+        }
+    });
+}
+
+void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count) {
+    parallel_for(count, [&](std::uint64_t i0, std::uint64_t i1) {
+        for (std::uint64_t i = i0; i < i1; ++i) {
+            std::uint32_t u = 0;
+            std::memcpy(&u, &src[i], 4);
+            u += 0x7FFFU + ((u >> 16) & 1U);  // round to nearest even (inputs are finite)
+            dst[i] = static_cast<std::uint16_t>(u >> 16);
+        }
+    });
+}
+
+float bf16_to_float(std::uint16_t v) noexcept {
+    const std::uint32_t u = static_cast<std::uint32_t>(v) << 16;
+    float f = 0;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c, std::uint64_t n, DType type,
+                         int samples, std::uint64_t seed) {
+    auto value = [type](const std::byte* base, std::uint64_t index) -> double {
+        if (type == DType::BF16) {
+            std::uint16_t v = 0;
+            std::memcpy(&v, base + index * 2, 2);
+            return bf16_to_float(v);
+        }
+        float v = 0;
+        std::memcpy(&v, base + index * 4, 4);
+        return v;
+    };
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<std::uint64_t> pick(0, n - 1);
+    double worst = 0;
+    for (int s = 0; s < samples; ++s) {
+        const std::uint64_t i = pick(rng);
+        const std::uint64_t j = pick(rng);
+        double ref = 0;
+        double scale = 0;
+        for (std::uint64_t l = 0; l < n; ++l) {
+            const double p = value(a, i + l * n) * value(b, l + j * n);
+            ref += p;
+            scale += std::fabs(p);
+        }
+        const double got = c[i + j * n];
+        const double err = std::isfinite(got) ? std::fabs(got - ref) / std::max(scale, 1e-30) : INFINITY;
+        worst = std::max(worst, err);
+    }
+    return worst;
+}
+
+void drop_page_cache(const std::string& path) noexcept {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)::fdatasync(fd);
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    (void)::close(fd);
+}
+
+double disk_read_bandwidth(const std::string& path) {
+    drop_page_cache(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw_io(path, "open");
+    constexpr std::size_t kPiece = 8 << 20;
+    std::unique_ptr<std::byte[]> buffer(new std::byte[kPiece]);
+    std::uint64_t total = 0;
+    const auto start = Clock::now();
+    for (;;) {
+        const ssize_t got = ::pread(fd, buffer.get(), kPiece, static_cast<off_t>(total));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            (void)::close(fd);
+            throw_io(path, "pread");
+        }
+        if (got == 0) break;
+        total += static_cast<std::uint64_t>(got);
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    (void)::close(fd);
+    return seconds > 0 ? static_cast<double>(total) / seconds : 0;
+}
+
+void write_npy_f32(const std::string& path, const float* data, std::uint64_t n) {
+    const std::vector<std::uint64_t> shape{n, n};
+    const std::vector<std::byte> header = io::format_npy_header(shape, DType::F32, io::NpyOrder::Fortran);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw_io(path, "open");
+    auto put = [&](const void* p, std::uint64_t bytes, std::uint64_t offset) {
+        std::uint64_t done = 0;
+        while (done < bytes) {
+            const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, 64 << 20));
+            const ssize_t w = ::pwrite(fd, static_cast<const std::byte*>(p) + done, piece,
+                                       static_cast<off_t>(offset + done));
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) {
+                (void)::close(fd);
+                throw_io(path, "pwrite");
+            }
+            done += static_cast<std::uint64_t>(w);
+        }
+    };
+    put(header.data(), header.size(), 0);
+    put(data, n * n * 4, header.size());
+    if (::fsync(fd) != 0) {
+        (void)::close(fd);
+        throw_io(path, "fsync");
+    }
+    (void)::close(fd);
+}
+
+}  // namespace outcore::cli::gpu_bench
