@@ -68,6 +68,7 @@ struct Row {
     double target_ratio = 0;
 };
 
+#ifdef OUTCORE_CLI_WITH_CUDA
 std::string gbs(double bytes_per_second) { return fmt::format("{:.1f} GB/s", bytes_per_second * 1e-9); }
 std::string tflops(double flops, double seconds) { return fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12); }
 
@@ -80,6 +81,7 @@ double copy_rate(const std::vector<std::function<void()>>& copies, const std::ve
     });
     return static_cast<double>(bytes_each * copies.size()) / t.median();
 }
+#endif
 
 int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
 #ifndef OUTCORE_CLI_WITH_CUDA

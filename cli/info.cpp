@@ -13,9 +13,20 @@
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/device/registry.hpp"
+#include "outcore/io/tiff.hpp"
 
 namespace outcore::cli {
 namespace {
+
+/// Optional parts of the build: whether this outcore has them.
+struct Features {
+    bool tiff = io::tiff_supported();  ///< TIFF images (libtiff)
+#if defined(OUTCORE_WITH_SWAP) && OUTCORE_WITH_SWAP
+    bool swap = true;  ///< the tiered swap store (xxhash)
+#else
+    bool swap = false;
+#endif
+};
 
 struct InfoReport {
     Config config;
@@ -87,6 +98,7 @@ void print_json(const InfoReport& report) {
         {"default_device",
          report.default_device.empty() ? nlohmann::json(nullptr) : nlohmann::json(report.default_device)},
         {"backends", backends},
+        {"features", {{"tiff", Features{}.tiff}, {"swap", Features{}.swap}}},
     };
     if (!report.default_error.empty()) out["default_device_error"] = report.default_error;
     fmt::print("{}\n", out.dump(2));
@@ -97,6 +109,9 @@ std::string limit_text(std::uint64_t bytes) { return bytes == UINT64_MAX ? "no l
 
 void print_text(const InfoReport& report) {
     fmt::print("outcore {}\n", OUTCORE_VERSION_STRING);
+    const Features features;
+    fmt::print("features: TIFF {}, swap store {}\n", features.tiff ? "yes" : "no (built without libtiff)",
+               features.swap ? "yes" : "no (built without xxhash.h)");
     fmt::print("device budget: {} (host budget: {})\n", report.config.device_budget.to_string(),
                report.config.host_budget.to_string());
     for (const auto& probe : report.probes) {

@@ -57,23 +57,25 @@ std::uint64_t Copy2D::host_span_bytes() const noexcept {
     return rows == 0 || width_bytes == 0 ? 0 : (rows - 1) * host_pitch_bytes + width_bytes;
 }
 
+void Copy2D::validate(const char* what) const {
+    if (width_bytes > host_pitch_bytes || width_bytes > buffer_pitch_bytes) {
+        throw UsageError("queue", fmt::format("{}: run of {} bytes wider than its pitch ({} host, {} buffer)", what,
+                                              width_bytes, host_pitch_bytes, buffer_pitch_bytes));
+    }
+    if (rows == 0 || width_bytes == 0) return;
+    const std::uint64_t limit = UINT64_MAX - width_bytes;
+    if (rows - 1 > limit / std::max<std::uint64_t>(1, buffer_pitch_bytes) ||
+        rows - 1 > limit / std::max<std::uint64_t>(1, host_pitch_bytes)) {
+        throw UsageError("queue", fmt::format("{}: {} runs of pitch {} overflow", what, rows,
+                                              std::max(host_pitch_bytes, buffer_pitch_bytes)));
+    }
+}
+
 namespace {
 
-/// UsageError unless `shape` is a well-formed 2-D copy that fits `view` and whose
-/// spans do not overflow.
+/// UsageError unless `shape` is a well-formed 2-D copy that fits `view`.
 void check_2d(const BufferView& view, const Copy2D& shape, const char* what) {
-    if (shape.width_bytes > shape.host_pitch_bytes || shape.width_bytes > shape.buffer_pitch_bytes) {
-        throw UsageError("queue", fmt::format("{}: run of {} bytes wider than its pitch ({} host, {} buffer)",
-                                              what, shape.width_bytes, shape.host_pitch_bytes,
-                                              shape.buffer_pitch_bytes));
-    }
-    if (shape.rows == 0 || shape.width_bytes == 0) return;
-    const std::uint64_t limit = UINT64_MAX - shape.width_bytes;
-    if (shape.rows - 1 > limit / std::max<std::uint64_t>(1, shape.buffer_pitch_bytes) ||
-        shape.rows - 1 > limit / std::max<std::uint64_t>(1, shape.host_pitch_bytes)) {
-        throw UsageError("queue", fmt::format("{}: {} runs of pitch {} overflow", what, shape.rows,
-                                              std::max(shape.host_pitch_bytes, shape.buffer_pitch_bytes)));
-    }
+    shape.validate(what);
     if (shape.buffer_span_bytes() > view.bytes) {
         throw UsageError("queue", fmt::format("{}: {} runs span {} bytes, the buffer has {}", what, shape.rows,
                                               shape.buffer_span_bytes(), view.bytes));

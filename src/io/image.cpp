@@ -128,7 +128,7 @@ std::unique_ptr<ImageSink> create_image(const std::string& path, const ImageInfo
 }
 
 std::optional<DirectImage> HostImage::direct_sink() const {
-    if (!device_readable_ || read_only_ || data_ == nullptr) return std::nullopt;
+    if (!device_readable_ || read_only_ || committed() || data_ == nullptr) return std::nullopt;
     return DirectImage{.data = data_, .row_stride_bytes = stride_};
 }
 

@@ -119,7 +119,7 @@ std::optional<DirectMatrix> HostMatrix::direct() const {
 }
 
 std::optional<DirectMatrix> HostMatrix::direct_sink() const {
-    if (read_only_) return std::nullopt;
+    if (read_only_ || committed()) return std::nullopt;
     return direct();
 }
 

@@ -327,7 +327,8 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
                                .buffer_pitch_bytes = out_stride};
             p.download_2d_to(out_slot, 0, direct_out->data + t.row * direct_out->row_stride_bytes + t.col * pix,
                              shape, [&, t] {
-                                 rows_written += t.col + t.size.cols < width ? 0 : t.size.rows;
+                                 if (t.col + t.size.cols < width) return;  // one report per band
+                                 rows_written += t.size.rows;
                                  if (options.progress) {
                                      options.progress(static_cast<double>(rows_written) /
                                                       static_cast<double>(image.extent.rows));

@@ -422,6 +422,7 @@ void Pipeline::upload_2d_from(SlotId dst, std::uint64_t offset, const void* host
     check_usable("upload_2d_from");
     try {
         if (host == nullptr) throw UsageError(kComponent, "upload_2d_from a null host pointer");
+        shape.validate("upload_2d_from");
         if (shape.rows == 0 || shape.width_bytes == 0) return;
         (void)checked_range(dst, offset, shape.buffer_span_bytes(), "upload_2d_from");
         started_ = true;
@@ -656,6 +657,7 @@ void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, cons
     check_usable("download_2d_to");
     try {
         if (host == nullptr) throw UsageError(kComponent, "download_2d_to a null host pointer");
+        shape.validate("download_2d_to");
         if (shape.rows == 0 || shape.width_bytes == 0) return;
         const BufferView from = checked_range(src, offset, shape.buffer_span_bytes(), "download_2d_to");
         started_ = true;

@@ -37,6 +37,8 @@ struct Copy2D {
     [[nodiscard]] std::uint64_t buffer_span_bytes() const noexcept;
     /// Bytes the host side spans.
     [[nodiscard]] std::uint64_t host_span_bytes() const noexcept;
+    /// UsageError (naming `what`) when a run is wider than a pitch or the spans overflow.
+    void validate(const char* what) const;
 };
 
 /// What a queue is for; backends may map roles to hardware engines (copy engines).

@@ -3,11 +3,13 @@
 // filters, edge modes, budgets and forced tiles (tiles smaller than the halo, 1×1,
 // 2-D tiles and row strips); the budget holds (peak ≤ budget, checked by the Budget
 // adaptor), the intermediate never crosses the link, bytes moved match the plan;
-// budgets below the minimum say the minimum; a failing source fails the run cleanly.
+// budgets below the minimum say the minimum; a failing source fails the run cleanly;
+// a device-readable sink (tiles downloaded straight into it) equals a packed one.
 #include "outcore/ops/filter_run.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -271,6 +273,134 @@ TEST(FilterRun, ReportsProgressUpToTheWholeImage) {
     ASSERT_FALSE(seen.empty());
     for (std::size_t i = 1; i < seen.size(); ++i) EXPECT_LT(seen[i - 1], seen[i]);
     EXPECT_DOUBLE_EQ(seen.back(), 1.0);
+}
+
+// --- direct sinks ------------------------------------------------------------------
+
+/// Runs the executor into a host image whose rows are `stride` bytes apart, declared
+/// device-readable (output tiles then come down straight into it, no staging) or not;
+/// returns the sink's whole memory. The padding after each row starts as a random
+/// pattern, kept in `memory` for the caller to compare.
+struct SinkRun {
+    std::vector<std::byte> memory;
+    FilterReport report;
+    std::vector<double> progress;
+};
+
+SinkRun run_into(Device& dev, const FilterSpec& spec, const Image& im, FilterOptions o,
+                 const std::vector<std::byte>& initial, std::uint64_t stride, bool direct) {
+    SinkRun r;
+    r.memory = initial;
+    const io::HostImage source(static_cast<const void*>(im.pixels.data()), im.info, im.info.row_bytes());
+    io::HostImage sink(static_cast<void*>(r.memory.data()), im.info, stride);
+    sink.set_device_readable(direct);
+    EXPECT_EQ(sink.direct_sink().has_value(), direct);
+    o.progress = [&r](double f) { r.progress.push_back(f); };
+    r.report = ops::filter(dev, spec, source, sink, o);
+    return r;
+}
+
+// The same run into a packed sink and into a device-readable one with padded rows:
+// every byte equal, the padding untouched, the rows equal to the whole-image
+// reference, progress reaching 1; planned tiles, forced 2-D tiles (a band of tiles
+// per row) and strips.
+TEST(FilterRun, DeviceReadableSinkEqualsThePackedSinkBitForBit) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto dev = ft::cpu_device();
+    int two_d = 0, strips = 0;
+    for (FilterKind kind : {FilterKind::Gaussian, FilterKind::Box, FilterKind::Sobel, FilterKind::Conv}) {
+        const FilterSpec spec = ft::random_spec(kind, ft::kEdgeModes[rng() % 3], rng);
+        const Image im = random_image(rng, 48, 56);
+        const std::uint64_t row_bytes = im.info.row_bytes();
+        const std::uint64_t stride = row_bytes + 1 + rng() % 40;
+        std::vector<std::byte> initial(im.info.rows * stride);
+        for (auto& b : initial) b = static_cast<std::byte>(rng() & 0xFF);
+        const std::vector<std::byte> want = reference(*dev, spec, im);
+        const std::uint64_t minimum = ops::filter_minimum_budget(*dev, spec, im.info, {});
+        const std::uint64_t roomy = 64 * im.pixels.size() + 64 * outcore::kKiB;
+        const FilterOptions runs[] = {
+            {.budget_bytes = minimum},
+            {.budget_bytes = roomy, .tile_rows = 1 + rng() % 9, .tile_cols = 1 + rng() % 12},
+            {.budget_bytes = roomy, .tile_rows = 1 + rng() % 9, .tile_cols = 1 + rng() % 12},
+            {.budget_bytes = roomy, .tile_rows = 1 + rng() % 9, .tile_cols = im.info.cols},
+            {.budget_bytes = roomy, .strips_only = true},
+        };
+        for (const FilterOptions& o : runs) {
+            const std::string what = describe(spec, im, o) + ", sink stride " + std::to_string(stride);
+            const SinkRun packed = run_into(*dev, spec, im, o, initial, stride, false);
+            const SinkRun direct = run_into(*dev, spec, im, o, initial, stride, true);
+            expect_equal(direct.memory, packed.memory, what + ": direct against packed");
+            std::vector<std::byte> rows;  // the image part of the direct sink, packed
+            for (std::uint64_t r = 0; r < im.info.rows; ++r) {
+                const auto at = direct.memory.begin() + static_cast<std::ptrdiff_t>(r * stride);
+                rows.insert(rows.end(), at, at + static_cast<std::ptrdiff_t>(row_bytes));
+                EXPECT_TRUE(std::equal(at + static_cast<std::ptrdiff_t>(row_bytes),
+                                       at + static_cast<std::ptrdiff_t>(stride),
+                                       initial.begin() + static_cast<std::ptrdiff_t>(r * stride + row_bytes)))
+                    << what << ": the padding after row " << r << " changed";
+            }
+            expect_equal(rows, want, what + ": against the whole image");
+            // Same plan, same bytes over the link; only the download staging is gone.
+            const FilterReport& d = direct.report;
+            EXPECT_EQ(d.plan.grid.count(), packed.report.plan.grid.count()) << what;
+            EXPECT_EQ(d.pipeline.bytes_downloaded, im.pixels.size()) << what;
+            EXPECT_EQ(d.bytes_moved, d.plan.bytes_moved) << what;
+            EXPECT_EQ(d.pipeline.download_count, d.plan.grid.count()) << what;
+            EXPECT_LT(d.pipeline.staging_bytes, packed.report.pipeline.staging_bytes) << what;
+            EXPECT_LE(d.peak_device_bytes, d.budget_bytes) << what;
+            ASSERT_FALSE(direct.progress.empty()) << what;
+            EXPECT_DOUBLE_EQ(direct.progress.back(), 1.0) << what;
+            two_d += d.plan.grid.tile_cols() > 1 && d.plan.grid.tile_rows() > 1 ? 1 : 0;
+            strips += d.plan.row_strips && d.plan.grid.count() > 1 ? 1 : 0;
+        }
+    }
+    EXPECT_GT(two_d, 0);
+    EXPECT_GT(strips, 0);
+    EXPECT_EQ(dev->allocated_bytes(), 0U);
+    EXPECT_EQ(dev->allocation_count(outcore::MemoryKind::HostPinned), 0U);
+}
+
+// Progress into a direct sink is what it is into a packed one: the fraction of rows
+// written, in (0, 1], rising, once per completed band of tiles (not once per tile).
+TEST(FilterRun, DirectSinkReportsProgressOncePerBand) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto dev = ft::cpu_device();
+    Image im = random_image(rng, 1, 1);
+    im.info.rows = 20 + rng() % 20;
+    im.info.cols = 20 + rng() % 20;  // three tiles or more per band of 7-pixel-wide tiles
+    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const std::uint64_t stride = im.info.row_bytes() + 8;
+    const std::vector<std::byte> initial(im.info.rows * stride, std::byte{0x11});
+    for (const std::uint64_t tile_cols : {std::uint64_t{7}, im.info.cols}) {
+        const FilterOptions o{.budget_bytes = 64 * outcore::kMiB, .tile_rows = 3, .tile_cols = tile_cols};
+        const SinkRun packed = run_into(*dev, FilterSpec::sobel(), im, o, initial, stride, false);
+        const SinkRun direct = run_into(*dev, FilterSpec::sobel(), im, o, initial, stride, true);
+        SCOPED_TRACE(describe(FilterSpec::sobel(), im, o));
+        ASSERT_FALSE(direct.progress.empty());
+        EXPECT_GT(direct.progress.front(), 0.0);
+        const auto stall = std::adjacent_find(direct.progress.begin(), direct.progress.end(),
+                                              [](double x, double y) { return !(x < y); });
+        EXPECT_TRUE(stall == direct.progress.end())
+            << "progress did not rise after call " << (stall - direct.progress.begin()) << " of "
+            << direct.progress.size() << " (at " << *stall << ")";
+        EXPECT_DOUBLE_EQ(direct.progress.back(), 1.0);
+        EXPECT_EQ(direct.progress, packed.progress);
+    }
+}
+
+// Only a writable image is offered as a direct sink.
+TEST(FilterRun, ReadOnlyImagesAreNeverDirectSinks) {
+    std::vector<std::byte> pixels(12 * 4);
+    const io::ImageInfo info{.rows = 4, .cols = 3, .channels = 1, .dtype = DType::F32};
+    io::HostImage writable(static_cast<void*>(pixels.data()), info, info.row_bytes());
+    EXPECT_FALSE(writable.direct_sink().has_value());  // not declared device-readable
+    writable.set_device_readable(true);
+    ASSERT_TRUE(writable.direct_sink().has_value());
+    EXPECT_EQ(writable.direct_sink()->data, pixels.data());
+    EXPECT_EQ(writable.direct_sink()->row_stride_bytes, info.row_bytes());
+    io::HostImage read_only(static_cast<const void*>(pixels.data()), info, info.row_bytes());
+    read_only.set_device_readable(true);
+    EXPECT_FALSE(read_only.direct_sink().has_value());
 }
 
 }  // namespace
