@@ -48,5 +48,6 @@ void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& 
 void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_make_image_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_swap_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 
 }  // namespace outcore::cli

@@ -53,6 +53,7 @@ int run(int argc, char** argv) {
     outcore::cli::add_filter_command(app, globals, commands);
     outcore::cli::add_make_image_command(app, globals, commands);
     outcore::cli::add_bench_command(app, globals, commands);
+    outcore::cli::add_swap_bench_command(app, globals, commands);
 
     try {
         app.parse(argc, argv);
