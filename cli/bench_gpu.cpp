@@ -56,6 +56,7 @@ struct BenchFlags {
     bool skip_xt_default = false;
     std::string blur_size;  // default: n
     bool force = false;
+    std::vector<std::string> explore;  // TYPE:SCHEDULE:MxNxK
 };
 
 /// One line of the final table.
@@ -216,23 +217,67 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         double in_core_s;
         double target;  // fraction of in-core, or (bf16) of the bound
         double tolerance;
+        std::optional<tile::GemmSchedule> schedule = std::nullopt;  // --explore: forced
+        std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
-    const std::vector<OocCase> cases{
+    std::vector<OocCase> cases{
         {"f32, budget 1/4", DType::F32, GemmCompute::Exact, f32_ops / 4, in_core.f32, 0.97, 1e-4},
         {"tf32, budget 1/4", DType::F32, GemmCompute::FastTF32, f32_ops / 4, in_core.tf32, 0.85, 5e-3},
         {"tf32, budget 1/2", DType::F32, GemmCompute::FastTF32, f32_ops / 2, in_core.tf32, 0.92, 5e-3},
         {"bf16, budget 1/4", DType::BF16, GemmCompute::Exact, bf16_ops / 4, in_core.bf16, 1 / 1.15, 2e-2},
     };
+    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK — the standard case of that type (its budget) with
+    // forced tiles, reported as a line only: for tuning the planner on a real device.
+    for (const std::string& e : f.explore) {
+        std::vector<std::string> part;
+        for (std::size_t at = 0;;) {
+            const std::size_t colon = e.find(':', at);
+            part.push_back(e.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+            if (colon == std::string::npos) break;
+            at = colon + 1;
+        }
+        std::uint64_t t[3] = {0, 0, 0};
+        if (part.size() != 3 || std::sscanf(part[2].c_str(), "%lux%lux%lu", &t[0], &t[1], &t[2]) != 3) {
+            throw UsageError("bench", fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK", e));
+        }
+        // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
+        const std::size_t at_sign = part[0].find('@');
+        const std::string wanted = at_sign == std::string::npos
+                                       ? part[0] + ","
+                                       : part[0].substr(0, at_sign) + ", budget " + part[0].substr(at_sign + 1);
+        const auto base = std::find_if(cases.begin(), cases.end(), [&](const OocCase& known_case) {
+            return std::string_view(known_case.name).starts_with(wanted);
+        });
+        if (base == cases.end()) throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32 or bf16", e));
+        OocCase x = *base;
+        bool known = false;
+        for (tile::GemmSchedule sch : {tile::GemmSchedule::SquareC, tile::GemmSchedule::APanelResident,
+                                       tile::GemmSchedule::BPanelResident}) {
+            if (tile::to_string(sch) == part[1]) x.schedule = sch, known = true;
+        }
+        if (!known) throw UsageError("bench", fmt::format("--explore '{}': schedule square-c, a-panel, b-panel", e));
+        x.tile_m = t[0], x.tile_n = t[1], x.tile_k = t[2];
+        cases.push_back(x);
+    }
     nlohmann::json ooc = nlohmann::json::array();
     for (const OocCase& oc : cases) {
         const bool bf16 = oc.type == DType::BF16;
         const io::HostMatrix& sa = bf16 ? ma16 : ma;
         const io::HostMatrix& sb = bf16 ? mb16 : mb;
         ops::GemmOptions o{.type = oc.type, .compute = oc.compute, .budget_bytes = oc.budget,
-                           .staging_cache = &staging};
-        const tile::GemmPlan plan = ops::plan_gemm(dev, sa, sb, mc, o);
+                           .schedule = oc.schedule, .tile_m = oc.tile_m, .tile_n = oc.tile_n,
+                           .tile_k = oc.tile_k, .staging_cache = &staging};
+        tile::GemmPlan plan;
+        try {
+            plan = ops::plan_gemm(dev, sa, sb, mc, o);
+        } catch (const UsageError& e) {
+            if (!oc.schedule) throw;
+            say(fmt::format("explore {} {} {}x{}x{}: {}", oc.name, tile::to_string(*oc.schedule), oc.tile_m,
+                            oc.tile_n, oc.tile_k, e.what()));
+            continue;
+        }
         ops::GemmReport last;
         const Timing t = time_reps(warmup, reps, [&] { last = ops::execute_gemm(dev, plan, sa, sb, mc, o); });
         const double err = gemm_sample_error(sa.direct()->data, sb.direct()->data, c.floats(), n, oc.type, 16, 7);
@@ -274,6 +319,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                         format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
                         last.compute_busy_seconds, last.download_busy_seconds, err));
         if (err > oc.tolerance) say(fmt::format("  FAILED: sample error {:.2e} over {:.0e}", err, oc.tolerance));
+        if (oc.schedule) continue;  // --explore: the line above, no table row
         if (bf16) {
             rows.push_back({fmt::format("GEMM {} ({})", oc.name, format_size(oc.budget)),
                             format_seconds(t.median()),
@@ -347,7 +393,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         io::HostImage src(static_cast<const void*>(in.data()), info, blur * 4);
         io::HostImage dst(out.data(), info, blur * 4);
         dst.set_device_readable(true);
-        const std::uint64_t budget = pixels * 4 / 16;  // 1 GiB at 32768²
+        const std::uint64_t budget = pixels * 4 / 4;  // 1 GiB at 32768², the issue's budget
         const ops::FilterSpec spec = ops::FilterSpec::gaussian(8.0);
         ops::FilterOptions o{.budget_bytes = budget, .reader_threads = 8};
         ops::FilterReport last;
@@ -439,6 +485,9 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-npy", f->skip_npy, "Skip the .npy streaming case");
     gpu->add_flag("--skip-cublasxt", f->skip_xt, "Skip cuBLASXt");
     gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default, "Skip cuBLASXt at its (slow) default block size");
+    gpu->add_option("--explore", f->explore,
+                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK (tf32@1/2:a-panel:32768x2048x4096)")
+        ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});

@@ -10,6 +10,7 @@
 // them to exit codes once (exit_code_for).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -28,6 +29,11 @@ struct GlobalOptions {
     std::optional<std::string> device_budget;  ///< --device-budget SIZE
     std::optional<std::string> host_budget;    ///< --host-budget SIZE
     std::optional<std::string> backend;        ///< --backend NAME[:INDEX]
+    // Monitoring (cli/monitor_session.cpp); each takes precedence over its variable.
+    std::optional<std::string> trace;           ///< --trace FILE (OUTCORE_TRACE)
+    std::optional<std::uint64_t> report_every;  ///< --report-every MS (OUTCORE_REPORT_MS)
+    bool report_json = false;                   ///< --report-json (OUTCORE_REPORT_JSON)
+    std::optional<std::string> metrics_listen;  ///< --metrics-listen ADDR:PORT (OUTCORE_METRICS)
 };
 
 /// Defaults, then OUTCORE_CONF, then the flags. Throws UsageError on a bad value.
@@ -49,5 +55,6 @@ void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList
 void add_make_image_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_swap_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+void add_report_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 
 }  // namespace outcore::cli

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "commands.hpp"
+#include "monitor_session.hpp"
 #include "outcore/core/error.hpp"
 
 namespace {
@@ -45,6 +46,18 @@ int run(int argc, char** argv) {
     app.add_option("--backend", globals.backend,
                    "Backend or device to use: cpu, cuda, vulkan, cuda:1; overrides OUTCORE_BACKEND")
         ->type_name("NAME");
+    app.add_option("--trace", globals.trace,
+                   "Record a timeline trace (Chrome trace JSON, opens in ui.perfetto.dev) into FILE; "
+                   "overrides OUTCORE_TRACE")
+        ->type_name("FILE");
+    app.add_option("--report-every", globals.report_every,
+                   "Print memory per tier, budgets and swap rates to stderr every MS milliseconds; "
+                   "overrides OUTCORE_REPORT_MS")
+        ->type_name("MS");
+    app.add_flag("--report-json", globals.report_json, "With --report-every: one JSON record per line");
+    app.add_option("--metrics-listen", globals.metrics_listen,
+                   "Serve Prometheus metrics on ADDR:PORT (127.0.0.1:9464); overrides OUTCORE_METRICS")
+        ->type_name("ADDR:PORT");
 
     outcore::cli::CommandList commands;
     outcore::cli::add_info_command(app, globals, commands);
@@ -54,6 +67,7 @@ int run(int argc, char** argv) {
     outcore::cli::add_make_image_command(app, globals, commands);
     outcore::cli::add_bench_command(app, globals, commands);
     outcore::cli::add_swap_bench_command(app, globals, commands);
+    outcore::cli::add_report_command(app, globals, commands);
 
     try {
         app.parse(argc, argv);
@@ -65,7 +79,9 @@ int run(int argc, char** argv) {
     }
 
     for (const auto& command : commands) {
-        if (command.app->parsed()) return command.run();
+        if (!command.app->parsed()) continue;
+        outcore::cli::MonitorSession monitors(globals);
+        return monitors.finish(command.run());
     }
     print_error("no subcommand given (see outcore --help)");
     return static_cast<int>(outcore::ExitCode::Usage);

@@ -55,7 +55,7 @@ constexpr const char* kComponent = "swap-bench";
 struct SwapBenchFlags {
     std::string pattern;
     std::string working_set;
-    std::optional<std::string> unit, block, spill_dir, ops, seed, read_fraction, repeat, wash_units, json;
+    std::optional<std::string> unit, block, spill_dir, ops, seed, read_fraction, repeat, wash_units, pinned, json;
     bool prefetch = false;
     bool buffered_io = false;
     bool force = false;
@@ -115,6 +115,7 @@ struct Settings {
     bool prefetch = false;
     bool direct_io = true;
     std::uint32_t wash_units = swap::StoreOptions{}.wash_queue_units;
+    std::uint64_t pinned_pool = swap::StoreOptions{}.pinned_pool_bytes;
     std::uint64_t host_budget = 0;  ///< 0: the store's default
     std::uint64_t host_limit = 0;   ///< the bench's own host buffers, each
 };
@@ -161,6 +162,7 @@ Settings parse_settings(const SwapBenchFlags& f, const Config& config) {
         if (w > UINT32_MAX) throw UsageError(kComponent, fmt::format("--wash-units {} is over 2^32-1", w));
         s.wash_units = static_cast<std::uint32_t>(w);
     }
+    if (f.pinned) s.pinned_pool = parse_bytes(*f.pinned, "--pinned");
     s.direct_io = !f.buffered_io;
     // --host-budget (global) is the store's host tier; auto leaves the store's default.
     const std::uint64_t ram = cpu::physical_memory_bytes();
@@ -331,6 +333,7 @@ int run_swap_bench(const SwapBenchFlags& f, const GlobalOptions& globals) {
 
     swap::TieredStore store(*device, {.device_budget_bytes = device_budget,
                                       .host_budget_bytes = s.host_budget,
+                                      .pinned_pool_bytes = s.pinned_pool,
                                       .unit_bytes = s.unit,
                                       .spill_dir = s.spill_dir,
                                       .direct_io = s.direct_io,
@@ -515,6 +518,7 @@ int run_swap_bench(const SwapBenchFlags& f, const GlobalOptions& globals) {
         {"prefetch", s.prefetch},
         {"direct_io", s.direct_io},
         {"wash_units", s.wash_units},
+        {"pinned_pool_bytes", s.pinned_pool},
         {"spill_dir", s.spill_dir.string()},
         {"device_budget_bytes", device_budget},
         {"host_budget_bytes", host_budget},
@@ -656,6 +660,10 @@ void add_swap_bench_command(CLI::App& app, const GlobalOptions& globals, Command
     sub->add_option("--wash-units", f->wash_units,
                     "Dirty host units the background washer writes per batch; 0 = no washer (default 8)")
         ->type_name("N");
+    sub->add_option("--pinned", f->pinned,
+                    "Of the host budget, bytes kept as pinned unit slots (default 64MiB); on a GPU, "
+                    "copies from pageable memory are slower")
+        ->type_name("SIZE");
     sub->add_flag("--buffered-io", f->buffered_io,
                   "No O_DIRECT for the spill file and the raw disk baseline");
     sub->add_option("--json", f->json, "Write a JSON record to stdout, or to FILE (--json=FILE)")

@@ -16,7 +16,13 @@ Budget::Budget(Allocator& upstream, BudgetOptions options)
       kind_(options.kind),
       watermark_bytes_(options.watermark_bytes),
       on_watermark_(std::move(options.on_watermark)),
-      limit_bytes_(options.limit_bytes) {}
+      limit_bytes_(options.limit_bytes) {
+    snapshot_source_ = monitor::Source([this](monitor::Snapshot& s) {
+        const bool host = kind_ && tier_of(*kind_) != Tier::Device;
+        std::lock_guard lock(mutex_);
+        (host ? s.host : s.device).budget_bytes += limit_bytes_;
+    });
+}
 
 std::uint64_t Budget::bytes_used() const {
     std::lock_guard lock(mutex_);

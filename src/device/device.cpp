@@ -4,6 +4,8 @@
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/monitor/environment.hpp"
+#include "outcore/monitor/hooks.hpp"
 
 namespace outcore {
 
@@ -18,6 +20,19 @@ Device::Device(DeviceInfo info) : info_(std::move(info)), id_(g_next_device_id.f
         throw InternalError(info_.backend, fmt::format("device alignment {} is not a power of two",
                                                        info_.min_offset_alignment));
     }
+    monitor::start_from_environment();  // OUTCORE_TRACE and friends, once per process
+    snapshot_source_ = monitor::Source([this](monitor::Snapshot& s) {
+        const auto add = [&](monitor::TierGauge& g, MemoryKind kind) {
+            g.resident_bytes += allocated_bytes(kind);
+            g.peak_bytes += peak_bytes(kind);
+        };
+        add(s.device, MemoryKind::Device);
+        add(s.host, MemoryKind::HostPinned);
+        add(s.host, MemoryKind::HostCached);
+        for (std::size_t k = 0; k < kMemoryKindCount; ++k) {
+            s.live_allocations += count_[k].load(std::memory_order_relaxed);
+        }
+    });
 }
 
 std::uint64_t Device::allocated_bytes(MemoryKind kind) const noexcept {
@@ -26,6 +41,10 @@ std::uint64_t Device::allocated_bytes(MemoryKind kind) const noexcept {
 
 std::uint64_t Device::allocation_count(MemoryKind kind) const noexcept {
     return count_[slot(kind)].load(std::memory_order_relaxed);
+}
+
+std::uint64_t Device::peak_bytes(MemoryKind kind) const noexcept {
+    return peak_[slot(kind)].load(std::memory_order_relaxed);
 }
 
 RawBlock Device::do_allocate(const AllocationRequest& request) {
@@ -39,8 +58,22 @@ RawBlock Device::do_allocate(const AllocationRequest& request) {
     RawBlock block = do_allocate_native(request);
     block.kind = request.kind;
     block.device_id = id_;
-    bytes_[slot(request.kind)].fetch_add(block.bytes, std::memory_order_relaxed);
+    const std::uint64_t now = bytes_[slot(request.kind)].fetch_add(block.bytes, std::memory_order_relaxed) +
+                              block.bytes;
     count_[slot(request.kind)].fetch_add(1, std::memory_order_relaxed);
+    std::atomic<std::uint64_t>& peak = peak_[slot(request.kind)];
+    std::uint64_t seen = peak.load(std::memory_order_relaxed);
+    while (seen < now && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+    if (monitor::observed()) {
+        monitor::detail::emit_allocate({.device_id = id_,
+                                        .kind = block.kind,
+                                        .bytes = block.bytes,
+                                        .tag = request.tag,
+                                        .native = block.native,
+                                        .offset = block.offset,
+                                        .time_ns = monitor::now_ns()});
+    }
     return block;
 }
 
@@ -48,6 +81,15 @@ void Device::do_deallocate(const RawBlock& block) noexcept {
     do_deallocate_native(block);
     bytes_[slot(block.kind)].fetch_sub(block.bytes, std::memory_order_relaxed);
     count_[slot(block.kind)].fetch_sub(1, std::memory_order_relaxed);
+    if (monitor::observed()) {
+        monitor::detail::emit_free({.device_id = id_,
+                                    .kind = block.kind,
+                                    .bytes = block.bytes,
+                                    .tag = {},
+                                    .native = block.native,
+                                    .offset = block.offset,
+                                    .time_ns = monitor::now_ns()});
+    }
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string_view>
+#include <vector>
 
 #include "io/transpose.hpp"
 #include "outcore/core/error.hpp"
@@ -66,6 +67,35 @@ void ImageSource::read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* d
     }
 }
 
+void ImageSource::read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
+                              std::byte* dst, std::uint64_t row_stride_bytes) const {
+    const ImageInfo& in = info();
+    const std::uint64_t col_end = checked_add(col0, cols, kComponent);
+    if (col_end > in.cols) {
+        throw UsageError(kComponent,
+                         fmt::format("columns [{}, {}) are outside the image's {} columns", col0, col_end, in.cols));
+    }
+    if (col0 == 0 && cols == in.cols) {
+        read_rows(row0, rows, dst, row_stride_bytes);
+        return;
+    }
+    // The region's own shape: an image of `cols` columns, for the band checks.
+    ImageInfo region = in;
+    region.cols = cols;
+    region.rows = in.rows;
+    if (cols == 0 || !check_band(region, row0, rows, dst, row_stride_bytes)) return;
+    do_read_region(row0, rows, col0, cols, dst, row_stride_bytes);
+}
+
+void ImageSource::do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
+                                 std::byte* dst, std::uint64_t row_stride_bytes) const {
+    const std::uint64_t row_bytes = info().row_bytes();
+    const std::uint64_t pixel = info().pixel_bytes();
+    std::vector<std::byte> band(static_cast<std::size_t>(checked_mul(rows, row_bytes, kComponent)));
+    do_read_rows(row0, rows, band.data(), row_bytes);
+    detail::copy_runs(band.data() + col0 * pixel, row_bytes, dst, row_stride_bytes, cols * pixel, rows);
+}
+
 void ImageSink::write_rows(std::uint64_t row0, std::uint64_t rows, const std::byte* src,
                            std::uint64_t row_stride_bytes) {
     if (committed_) throw UsageError(kComponent, "write to an image sink after commit()");
@@ -105,6 +135,12 @@ HostImage::HostImage(const void* data, const ImageInfo& info, std::uint64_t row_
 void HostImage::do_read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* dst,
                              std::uint64_t row_stride_bytes) const {
     detail::copy_runs(data_ + row0 * stride_, stride_, dst, row_stride_bytes, info_.row_bytes(), rows);
+}
+
+void HostImage::do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
+                               std::byte* dst, std::uint64_t row_stride_bytes) const {
+    const std::uint64_t pixel = info_.pixel_bytes();
+    detail::copy_runs(data_ + row0 * stride_ + col0 * pixel, stride_, dst, row_stride_bytes, cols * pixel, rows);
 }
 
 void HostImage::do_write_rows(std::uint64_t row0, std::uint64_t rows, const std::byte* src,

@@ -246,20 +246,10 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
     const std::uint64_t row_bytes = image.row_bytes();
     const std::uint64_t width = image.extent.cols;
     const bool strips = run.grid.tile_cols() == 1;
-    // Sources read whole rows: a 2-D tile reads its rows and keeps its columns.
-    const RegionReader read = [&source, row_bytes, pix, width](std::uint64_t row0, std::uint64_t rows,
-                                                               std::uint64_t col0, std::uint64_t cols,
-                                                               std::byte* dst, std::uint64_t stride) {
-        if (col0 == 0 && cols == width) {
-            source.read_rows(row0, rows, dst, stride);
-            return;
-        }
-        std::vector<std::byte> band(static_cast<std::size_t>(rows * row_bytes));
-        source.read_rows(row0, rows, band.data(), row_bytes);
-        for (std::uint64_t r = 0; r < rows; ++r) {
-            std::memcpy(dst + r * stride, band.data() + r * row_bytes + col0 * pix,
-                        static_cast<std::size_t>(cols * pix));
-        }
+    // A 2-D tile reads only its columns (in-memory sources copy them directly).
+    const RegionReader read = [&source](std::uint64_t row0, std::uint64_t rows, std::uint64_t col0,
+                                        std::uint64_t cols, std::byte* dst, std::uint64_t stride) {
+        source.read_region(row0, rows, col0, cols, dst, stride);
     };
     // 2-D tiles: output rows are assembled across a band of tiles, then written in
     // order (sinks such as TIFF take rows top to bottom).
@@ -316,10 +306,13 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
             views.intermediate_stride = detail::intermediate_row_bytes(image.channels, t.size.cols);
             accesses.push_back(tile::writes(mid_slot));
         }
-        p.compute(std::span<const tile::SlotAccess>(accesses), [&device, &spec, &weights, &image, t,
-                                                                views](Queue& q) {
-            detail::enqueue_filter_tile(device.kernels(), q, spec, weights, image, image.type, t.size, views);
-        });
+        p.compute(
+            std::span<const tile::SlotAccess>(accesses),
+            [&device, &spec, &weights, &image, t, views](Queue& q) {
+                detail::enqueue_filter_tile(device.kernels(), q, spec, weights, image, image.type, t.size,
+                                            views);
+            },
+            to_string(spec.kind));
         if (direct_out) {
             const Copy2D shape{.width_bytes = out_stride,
                                .rows = t.size.rows,

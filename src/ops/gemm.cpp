@@ -435,8 +435,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             // β scales C once, on the first chunk; later chunks accumulate.
             args.beta = kc == 0 ? options.beta : 1.0;
             const bool overwrite = kc == 0 && !beta_nonzero;
-            p.compute({tile::reads(as), tile::reads(bs), overwrite ? tile::writes(cs) : tile::updates(cs)},
-                      [&](Queue& q) { kernels.gemm(q, args); });
+            p.compute(
+                {tile::reads(as), tile::reads(bs), overwrite ? tile::writes(cs) : tile::updates(cs)},
+                [&](Queue& q) { kernels.gemm(q, args); }, "gemm");
         }
         if (c_direct) {
             Copy2D shape = c_shape;

@@ -108,6 +108,28 @@ Impl::StoreImpl(Device& d, const StoreOptions& o)
     }
     queues.reserve(kPooledQueues);
     if (spill && o.wash_queue_units > 0) start_washer();
+    // Device memory and pinned slots are the Device's allocations, which it adds to the
+    // snapshot itself, and device_alloc (an alloc::Budget) adds the device budget: the
+    // store adds only what nobody else sees, so nothing counts twice.
+    snapshot_source = monitor::Source([this](monitor::Snapshot& snap) {
+        const Lock lock(mu);
+        snap.host.resident_bytes += host_pageable_bytes;
+        snap.host.peak_bytes += host_pageable_peak;
+        snap.host.budget_bytes += host_book.budget;
+        snap.disk.resident_bytes += disk_book.resident;
+        snap.disk.peak_bytes += disk_book.stats.peak_bytes;
+        snap.disk.budget_bytes += disk_book.budget;
+        // In: host → device and disk → host. Out: device → host and everything written
+        // to the spill file (evictions and the washer).
+        snap.swap_in_bytes += device_book.stats.swap_in_bytes + host_book.stats.swap_in_bytes;
+        snap.swap_in_count += device_book.stats.swap_in_count + host_book.stats.swap_in_count;
+        snap.swap_out_bytes += device_book.stats.swap_out_bytes + disk_book.stats.swap_in_bytes;
+        snap.swap_out_count += device_book.stats.swap_out_count + disk_book.stats.swap_in_count;
+        snap.evictions += device_evictions + host_evictions;
+        snap.thrash_count += thrash_count;
+        snap.oom_retries += oom_retries;
+        snap.checksum_failures += checksum_failures;
+    });
 }
 
 Impl::~StoreImpl() = default;
@@ -158,6 +180,10 @@ void Impl::land_device(Unit& u, Block block) {
 void Impl::land_host(Unit& u, HostBuffer buffer) {
     u.host = std::move(buffer);
     note_resident(host_book, static_cast<std::int64_t>(u.bytes));
+    if (!u.host.pinned()) {
+        host_pageable_bytes += u.bytes;
+        host_pageable_peak = std::max(host_pageable_peak, host_pageable_bytes);
+    }
     u.host_lru = host_lru.insert(host_lru.end(), &u);
 }
 
@@ -185,6 +211,7 @@ void Impl::drop_host(Unit& u) noexcept {
         host_lru.erase(*u.host_lru);
         u.host_lru.reset();
     }
+    if (!u.host.pinned()) host_pageable_bytes -= u.bytes;
     u.host.reset();
     host_book.used -= u.bytes;
     note_resident(host_book, -static_cast<std::int64_t>(u.bytes));

@@ -10,6 +10,7 @@
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
+#include "outcore/monitor/hooks.hpp"
 #include "store_impl.hpp"
 
 namespace outcore::swap {
@@ -60,10 +61,20 @@ void Impl::wash_loop() noexcept {
             const auto start = std::chrono::steady_clock::now();
             try {
                 SpillSlot slot;
+                const std::int64_t begin_ns = monitor::now_ns();
+                std::int64_t end_ns = 0;
                 {
                     Unlocked unlocked(*this, lock);
                     slot = spill->write({u->host.data(), static_cast<std::size_t>(u->bytes)});
+                    end_ns = monitor::now_ns();
                 }
+                monitor::report(monitor::SwapEvent{.kind = monitor::SwapKind::WriteBack,
+                                                   .from = Tier::Host,
+                                                   .to = Tier::Disk,
+                                                   .bytes = u->bytes,
+                                                   .dirty = true,
+                                                   .begin_ns = begin_ns,
+                                                   .end_ns = end_ns});
                 const double seconds =
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
                 land_disk(*u, slot, seconds);

@@ -26,6 +26,7 @@
 
 #include "outcore/alloc/budget.hpp"
 #include "outcore/device/queue.hpp"
+#include "outcore/monitor/snapshot.hpp"
 #include "outcore/swap/spill_file.hpp"
 #include "outcore/swap/store.hpp"
 #include "store_units.hpp"
@@ -78,7 +79,10 @@ struct StoreImpl {
     /// Reserves `bytes` in `tier` (Device or Host), evicting LRU victims; false only
     /// with Wait::No when there is no room to be had now. Throws OutOfMemory (no room,
     /// nothing moving), IoError / BackendError from a victim's write-back.
-    bool make_room(Lock& lock, Tier tier, std::uint64_t bytes, Wait wait);
+    /// With `reuse` (device tier only): when an evicted block of exactly `bytes` is
+    /// waiting to be freed, hand it over in *reuse as the reservation instead of
+    /// freeing it and allocating anew.
+    bool make_room(Lock& lock, Tier tier, std::uint64_t bytes, Wait wait, Block* reuse = nullptr);
     /// Evicts down to `budget` (set_budget), then sets it.
     void shrink(Lock& lock, Tier tier, std::uint64_t budget);
     [[nodiscard]] Unit* pick_victim(Tier tier) noexcept;
@@ -179,6 +183,9 @@ struct StoreImpl {
     std::uint64_t prefetch_count = 0;
     std::uint64_t prefetch_failures = 0;
     std::uint64_t wash_failures = 0;
+    /// Host copies in pageable memory (the Device counts the pinned slots itself).
+    std::uint64_t host_pageable_bytes = 0;
+    std::uint64_t host_pageable_peak = 0;
     /// Evicted device copies, freed outside the lock by the next Unlocked scope; their
     /// bytes stay in device_book.used (not in resident) until then.
     std::vector<Block> dead_blocks;
@@ -198,6 +205,9 @@ struct StoreImpl {
     bool wash_busy = false;
     bool wash_warned = false;
     std::thread washer;
+
+    /// Adds the store to monitor::snapshot() (store.cpp); last, so it goes first.
+    monitor::Source snapshot_source;
 };
 
 }  // namespace outcore::swap::detail

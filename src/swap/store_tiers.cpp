@@ -3,12 +3,14 @@
 // Locking rules (W1, W2) are in store_impl.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/monitor/hooks.hpp"
 #include "store_impl.hpp"
 
 namespace outcore::swap {
@@ -19,6 +21,17 @@ constexpr const char* kComponent = "swap";
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
     return std::chrono::duration<double>(Clock::now() - start).count();
+}
+/// Tells the monitors (the trace) about a move; `end` == `begin` for a clean drop.
+void report_move(monitor::SwapKind kind, Tier from, Tier to, std::uint64_t bytes, bool dirty,
+                 std::int64_t begin, std::int64_t end) noexcept {
+    monitor::report(monitor::SwapEvent{.kind = kind,
+                                       .from = from,
+                                       .to = to,
+                                       .bytes = bytes,
+                                       .dirty = dirty,
+                                       .begin_ns = begin,
+                                       .end_ns = end});
 }
 }  // namespace
 
@@ -79,13 +92,25 @@ detail::Unit* Impl::pick_victim(Tier tier) noexcept {
     return nullptr;
 }
 
-bool Impl::make_room(Lock& lock, Tier tier, std::uint64_t bytes, Wait wait) {
+bool Impl::make_room(Lock& lock, Tier tier, std::uint64_t bytes, Wait wait, Block* reuse) {
     Book& b = book(tier);
     for (;;) {
         if (bytes > b.budget) throw_no_room(tier, bytes, "the unit is larger than the tier's budget");
         if (b.used <= b.budget && bytes <= b.budget - b.used) {
             b.used += bytes;
             return true;
+        }
+        if (reuse != nullptr) {
+            // A victim's block of the same size: its bytes, still counted in used,
+            // become the reservation. Saves a free + allocate pair (cudaFree also
+            // synchronizes the device), about a fifth of a 16 MiB PCIe transfer.
+            const auto same = std::find_if(dead_blocks.begin(), dead_blocks.end(),
+                                           [&](const Block& d) { return d.bytes() == bytes; });
+            if (same != dead_blocks.end()) {
+                *reuse = std::move(*same);
+                dead_blocks.erase(same);
+                return true;
+            }
         }
         if (tier == Tier::Device && !dead_blocks.empty()) {
             const Unlocked free_dead(*this, lock);  // evicted blocks still count until freed
@@ -151,19 +176,24 @@ bool Impl::evict(Lock& lock, Tier tier, Unit& victim, Wait wait) {
     Unit& v = victim;
     if (tier == Tier::Device) {
         if (!v.device_dirty()) {
+            const Tier copy = v.on_host() ? Tier::Host : Tier::Disk;
             drop_device(v);
             v.device_evicted_seq = ++device_evictions;
             ++device_book.stats.clean_evictions;
+            const std::int64_t now = monitor::now_ns();
+            report_move(monitor::SwapKind::Evict, Tier::Device, copy, v.bytes, false, now, now);
             return true;
         }
         BusyScope busy(*this, v);
         if (!make_room(lock, Tier::Host, v.bytes, wait)) return false;
         HostBuffer buffer;
         const Clock::time_point start = Clock::now();
+        std::int64_t moved_ns = 0;
         try {
             Unlocked unlocked(*this, lock);
             buffer = HostBuffer::allocate(pinned, v.bytes);
             download(v.device, buffer.data(), v.bytes);
+            moved_ns = monitor::now_ns();
         } catch (...) {
             host_book.used -= v.bytes;  // the victim keeps its device copy
             throw;
@@ -172,6 +202,9 @@ bool Impl::evict(Lock& lock, Tier tier, Unit& victim, Wait wait) {
         device_book.stats.swap_out_bytes += v.bytes;
         ++device_book.stats.swap_out_count;
         ++device_book.stats.dirty_evictions;
+        report_move(monitor::SwapKind::SwapOut, Tier::Device, Tier::Host, v.bytes, true,
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                    moved_ns);
         land_host(v, std::move(buffer));
         drop_device(v);
         v.device_evicted_seq = ++device_evictions;
@@ -180,19 +213,27 @@ bool Impl::evict(Lock& lock, Tier tier, Unit& victim, Wait wait) {
     }
 
     if (v.on_disk() || v.on_device()) {
+        const Tier copy = v.on_device() ? Tier::Device : Tier::Disk;
         drop_host(v);
         v.host_evicted_seq = ++host_evictions;
         ++host_book.stats.clean_evictions;
+        const std::int64_t now = monitor::now_ns();
+        report_move(monitor::SwapKind::Evict, Tier::Host, copy, v.bytes, false, now, now);
         return true;
     }
     BusyScope busy(*this, v);
     SpillSlot slot;
     const Clock::time_point start = Clock::now();
+    std::int64_t moved_ns = 0;
     {
         Unlocked unlocked(*this, lock);
         slot = spill->write({v.host.data(), static_cast<std::size_t>(v.bytes)});
+        moved_ns = monitor::now_ns();
     }
     const double seconds = seconds_since(start);
+    report_move(monitor::SwapKind::SwapOut, Tier::Host, Tier::Disk, v.bytes, true,
+                std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                moved_ns);
     host_book.stats.swap_out_seconds += seconds;
     host_book.stats.swap_out_bytes += v.bytes;
     ++host_book.stats.swap_out_count;
@@ -224,10 +265,12 @@ bool Impl::load_host(Lock& lock, Unit& u, Wait wait) {
     if (!make_room(lock, Tier::Host, u.bytes, wait)) return false;
     HostBuffer buffer;
     const Clock::time_point start = Clock::now();
+    std::int64_t moved_ns = 0;
     try {
         Unlocked unlocked(*this, lock);
         buffer = HostBuffer::allocate(pinned, u.bytes);
         spill->read(u.slot, {buffer.data(), static_cast<std::size_t>(u.bytes)});
+        moved_ns = monitor::now_ns();
     } catch (const CorruptionError&) {
         host_book.used -= u.bytes;
         ++checksum_failures;
@@ -243,13 +286,18 @@ bool Impl::load_host(Lock& lock, Unit& u, Wait wait) {
     disk_book.stats.swap_out_seconds += seconds;
     disk_book.stats.swap_out_bytes += u.bytes;
     ++disk_book.stats.swap_out_count;
+    report_move(monitor::SwapKind::SwapIn, Tier::Disk, Tier::Host, u.bytes, false,
+                std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                moved_ns);
     note_thrash(Tier::Host, u);
     land_host(u, std::move(buffer));
     return true;
 }
 
 Block Impl::allocate_device(Lock& lock, const Unit& u, Wait wait) {
-    if (!make_room(lock, Tier::Device, u.bytes, wait)) return {};
+    Block reused;
+    if (!make_room(lock, Tier::Device, u.bytes, wait, &reused)) return {};
+    if (reused) return reused;
     for (;;) {
         try {
             Unlocked unlocked(*this, lock);
@@ -299,6 +347,7 @@ bool Impl::bring_to_device(Lock& lock, Unit& u, Wait wait) {
     Block block = allocate_device(lock, u, wait);
     if (!block) return false;
     const Clock::time_point start = Clock::now();
+    std::int64_t moved_ns = 0;
     try {
         Unlocked unlocked(*this, lock);
         if (fetch) {
@@ -306,6 +355,7 @@ bool Impl::bring_to_device(Lock& lock, Unit& u, Wait wait) {
         } else {
             fill_zero(block);
         }
+        moved_ns = monitor::now_ns();
     } catch (...) {
         dead_blocks.push_back(std::move(block));  // counted in used until freed
         throw;
@@ -314,6 +364,9 @@ bool Impl::bring_to_device(Lock& lock, Unit& u, Wait wait) {
         device_book.stats.swap_in_seconds += seconds_since(start);
         device_book.stats.swap_in_bytes += u.bytes;
         ++device_book.stats.swap_in_count;
+        report_move(monitor::SwapKind::SwapIn, Tier::Host, Tier::Device, u.bytes, false,
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(start.time_since_epoch()).count(),
+                    moved_ns);
         note_thrash(Tier::Device, u);
     }
     land_device(u, std::move(block));

@@ -9,6 +9,8 @@
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/monitor/hooks.hpp"
+#include "outcore/monitor/intervals.hpp"
 
 namespace outcore::tile {
 
@@ -346,15 +348,33 @@ std::int64_t Pipeline::now_ns() const noexcept {
 }
 
 Pipeline::Interval* Pipeline::begin_busy(unsigned queue) {
-    if (!options_.measure_busy) return nullptr;
-    Interval* interval = &intervals_[queue].emplace_back();
+    std::deque<Interval>* list = options_.measure_busy ? &intervals_[queue]
+                                 : monitor::observed() ? &traced_[queue]
+                                                       : nullptr;
+    if (list == nullptr) return nullptr;
+    Interval* interval = &list->emplace_back();
     queues_[queue]->host_task([this, interval] { interval->begin_ns = now_ns(); });
     return interval;
 }
 
-void Pipeline::end_busy(unsigned queue, Interval* interval) {
+void Pipeline::end_busy(unsigned queue, Interval* interval, std::uint64_t bytes, std::string_view name) {
     if (interval == nullptr) return;
-    queues_[queue]->host_task([this, interval] { interval->end_ns = now_ns(); });
+    queues_[queue]->host_task([this, queue, interval, bytes, name] {
+        interval->end_ns = now_ns();
+        if (!monitor::observed()) return;
+        static constexpr std::array<const char*, kQueueCount> kTrack{"upload", "compute", "download"};
+        static constexpr std::array<monitor::OpKind, kQueueCount> kKind{
+            monitor::OpKind::Upload, monitor::OpKind::Kernel, monitor::OpKind::Download};
+        const std::int64_t origin =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
+        monitor::report(monitor::OpEvent{.kind = kKind[queue],
+                                         .queue = kTrack[queue],
+                                         .name = name.empty() ? std::string_view(kTrack[queue]) : name,
+                                         .bytes = bytes,
+                                         .device_id = device_->id(),
+                                         .begin_ns = origin + interval->begin_ns,
+                                         .end_ns = origin + interval->end_ns});
+    });
 }
 
 // --- uploads ---------------------------------------------------------------------
@@ -464,7 +484,7 @@ void Pipeline::issue_front_upload() {
     } else {
         q.copy(BufferView(up_staging_[u.staging], 0, u.bytes), dst);
     }
-    end_busy(kUpload, busy);
+    end_busy(kUpload, busy, u.shape.rows > 0 ? u.shape.rows * u.shape.width_bytes : u.bytes);
     if (u.staging != kDirect) {
         q.record(*up_events_[u.staging]);
         up_free_.push_back(u.staging);
@@ -512,11 +532,13 @@ void Pipeline::flush_uploads_for(std::span<const SlotAccess> accesses) {
 
 // --- compute ---------------------------------------------------------------------
 
-void Pipeline::compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue) {
-    compute(std::span<const SlotAccess>(accesses.begin(), accesses.size()), enqueue);
+void Pipeline::compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue,
+                       std::string_view name) {
+    compute(std::span<const SlotAccess>(accesses.begin(), accesses.size()), enqueue, name);
 }
 
-void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue) {
+void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue,
+                       std::string_view name) {
     check_usable("compute");
     try {
         for (const SlotAccess& a : accesses) (void)slot_of(a.slot, "compute");
@@ -527,7 +549,7 @@ void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFuncti
         for (const SlotAccess& a : accesses) wait_hazards(kCompute, slots_[a.slot.index].track, a.access);
         Interval* busy = begin_busy(kCompute);
         enqueue(*queues_[kCompute]);
-        end_busy(kCompute, busy);
+        end_busy(kCompute, busy, 0, name);
         for (const SlotAccess& a : accesses) note_access(kCompute, slots_[a.slot.index].track, a.access);
         ++stats_.compute_count;
     } catch (...) {
@@ -595,7 +617,7 @@ void Pipeline::download(SlotId src, std::uint64_t offset, std::uint64_t bytes, D
         wait_hazards(kDownload, track, Access::Read);
         Interval* busy = begin_busy(kDownload);
         q.copy(from, BufferView(down_staging_[index], 0, bytes));
-        end_busy(kDownload, busy);
+        end_busy(kDownload, busy, bytes);
         q.record(*down_events_[index]);
         note_access(kDownload, track, Access::Read);
         stats_.bytes_downloaded += bytes;
@@ -642,7 +664,7 @@ void Pipeline::download_to(SlotId src, std::uint64_t offset, void* host, std::ui
         wait_hazards(kDownload, track, Access::Read);
         Interval* busy = begin_busy(kDownload);
         q.download(from, host);
-        end_busy(kDownload, busy);
+        end_busy(kDownload, busy, bytes);
         note_access(kDownload, track, Access::Read);
         stats_.bytes_downloaded += bytes;
         ++stats_.download_count;
@@ -668,7 +690,7 @@ void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, cons
         wait_hazards(kDownload, track, Access::Read);
         Interval* busy = begin_busy(kDownload);
         q.download_2d(from, host, shape);
-        end_busy(kDownload, busy);
+        end_busy(kDownload, busy, shape.rows * shape.width_bytes);
         if (done) q.host_task(std::move(done));
         note_access(kDownload, track, Access::Read);
         stats_.bytes_downloaded += shape.rows * shape.width_bytes;
@@ -714,24 +736,10 @@ PipelineStats Pipeline::finish() {
 void Pipeline::compute_stats() {
     PipelineStats& s = stats_;
     s.wall_seconds = static_cast<double>(now_ns()) * 1e-9;
-    auto busy = [&](unsigned q) {
-        std::int64_t total = 0;
-        for (const Interval& i : intervals_[q]) total += std::max<std::int64_t>(0, i.end_ns - i.begin_ns);
-        return total;
-    };
-    // |X ∩ C| for the sorted, disjoint intervals of one queue against those of compute.
+    // Shared with the trace summary (outcore report): one definition of busy and hidden.
+    auto busy = [&](unsigned q) { return monitor::busy_ns(intervals_[q]); };
     auto overlap_with_compute = [&](unsigned q) {
-        const std::deque<Interval>& c = intervals_[kCompute];
-        std::int64_t total = 0;
-        std::size_t j = 0;
-        for (const Interval& x : intervals_[q]) {
-            while (j < c.size() && c[j].end_ns <= x.begin_ns) ++j;
-            for (std::size_t k = j; k < c.size() && c[k].begin_ns < x.end_ns; ++k) {
-                total += std::max<std::int64_t>(
-                    0, std::min(x.end_ns, c[k].end_ns) - std::max(x.begin_ns, c[k].begin_ns));
-            }
-        }
-        return total;
+        return monitor::overlap_ns(intervals_[q], intervals_[kCompute]);
     };
     const std::int64_t up = busy(kUpload);
     const std::int64_t down = busy(kDownload);
@@ -744,8 +752,7 @@ void Pipeline::compute_stats() {
     s.write_busy_seconds = static_cast<double>(write_busy_ns_.load()) * 1e-9;
     s.transfer_seconds = static_cast<double>(transfer) * 1e-9;
     s.exposed_transfer_seconds = static_cast<double>(transfer - hidden) * 1e-9;
-    s.hidden_transfer_fraction =
-        transfer > 0 ? static_cast<double>(hidden) / static_cast<double>(transfer) : 1.0;
+    s.hidden_transfer_fraction = monitor::hidden_fraction(hidden, transfer);
     const alloc::StatisticsSnapshot snap = statistics_.snapshot();
     s.peak_device_bytes = snap.of(MemoryKind::Device).peak_bytes;
     s.budget_bytes = options_.budget_bytes;

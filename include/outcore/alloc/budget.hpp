@@ -15,7 +15,9 @@
 //   // over the limit: OutOfMemory with requested, tier, budget and in_use filled
 //
 // Thread-safe. The upstream is held by reference and must outlive the Budget; the
-// Budget must outlive every Block it hands out.
+// Budget must outlive every Block it hands out. Each Budget adds its limit to the
+// budget of its kind's tier in monitor::snapshot() (device for a Budget counting every
+// kind); the bytes themselves are counted by the Device.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include <string_view>
 
 #include "outcore/device/allocator.hpp"
+#include "outcore/monitor/snapshot.hpp"
 
 namespace outcore::alloc {
 
@@ -86,6 +89,8 @@ private:
     std::uint64_t used_bytes_ = 0;   // guarded by mutex_
     std::uint64_t limit_bytes_ = 0;  // guarded by mutex_
     bool above_watermark_ = false;   // guarded by mutex_
+    /// Adds limit_bytes_ to monitor::snapshot(); last, so it goes first.
+    monitor::Source snapshot_source_;
 };
 
 }  // namespace outcore::alloc

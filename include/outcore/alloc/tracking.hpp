@@ -51,6 +51,8 @@ struct LiveAllocation {
     std::uint64_t sequence = 0;
     /// Symbolized frames, innermost first; empty when stacks are not captured.
     std::vector<std::string> stack;
+    /// Device::id() of the memory's device (RawBlock::device_id; 0 for memory no device owns).
+    std::uint64_t device_id = 0;
 };
 
 /// The live blocks of one tag.

@@ -114,6 +114,8 @@ enum class ExitCode : int {
     OutOfMemory = 3,
     Io = 4,
     Corruption = 5,
+    /// OUTCORE_LEAK_CHECK found memory still allocated at exit (monitor/leak_check.hpp).
+    Leak = 8,
 };
 
 /// Maps an exception to the CLI's exit code (unknown exceptions are Internal).

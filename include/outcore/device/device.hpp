@@ -21,6 +21,7 @@
 #include "outcore/device/event.hpp"
 #include "outcore/device/kernels.hpp"
 #include "outcore/device/queue.hpp"
+#include "outcore/monitor/snapshot.hpp"
 
 namespace outcore {
 
@@ -40,6 +41,8 @@ public:
     [[nodiscard]] std::uint64_t allocated_bytes(MemoryKind kind) const noexcept;
     /// Live allocations of one kind.
     [[nodiscard]] std::uint64_t allocation_count(MemoryKind kind) const noexcept;
+    /// Most bytes of one kind allocated at once since the device was opened.
+    [[nodiscard]] std::uint64_t peak_bytes(MemoryKind kind) const noexcept;
 
     /// A new queue. Throws BackendError if the backend cannot make one.
     [[nodiscard]] std::unique_ptr<Queue> create_queue(QueueRole role = QueueRole::General) {
@@ -79,6 +82,10 @@ private:
     std::uint64_t id_;
     std::array<std::atomic<std::uint64_t>, kMemoryKindCount> bytes_{};
     std::array<std::atomic<std::uint64_t>, kMemoryKindCount> count_{};
+    std::array<std::atomic<std::uint64_t>, kMemoryKindCount> peak_{};
+    /// Adds this device's memory to monitor::snapshot(); declared last, so it is
+    /// unregistered before the counters it reads are destroyed.
+    monitor::Source snapshot_source_;
 };
 
 }  // namespace outcore

@@ -64,6 +64,12 @@ public:
     /// stride below row_bytes() or a null dst; IoError / UsageError from the file.
     void read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* dst,
                    std::uint64_t row_stride_bytes) const;
+    /// Copies the columns [col0, col0 + cols) of rows [row0, row0 + rows) into dst;
+    /// row r lands at dst + (r - row0) * row_stride_bytes. UsageError for a region
+    /// outside the image or a stride below cols pixels. By default it reads whole rows
+    /// into a temporary band; in-memory sources copy the region directly.
+    void read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
+                     std::byte* dst, std::uint64_t row_stride_bytes) const;
 
 protected:
     ImageSource() = default;
@@ -74,6 +80,10 @@ private:
     /// Called by read_rows() with a checked, non-empty band.
     virtual void do_read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* dst,
                               std::uint64_t row_stride_bytes) const = 0;
+    /// Called by read_region() with a checked, non-empty region that is not whole rows.
+    /// Default: do_read_rows into a temporary band, then copy the columns.
+    virtual void do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0,
+                                std::uint64_t cols, std::byte* dst, std::uint64_t row_stride_bytes) const;
 };
 
 /// Image rows in host memory a device can write directly (pinned memory on a
@@ -139,6 +149,8 @@ public:
 private:
     void do_read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* dst,
                       std::uint64_t row_stride_bytes) const override;
+    void do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
+                        std::byte* dst, std::uint64_t row_stride_bytes) const override;
     void do_write_rows(std::uint64_t row0, std::uint64_t rows, const std::byte* src,
                        std::uint64_t row_stride_bytes) override;
 

@@ -207,9 +207,11 @@ public:
     void upload_2d_from(SlotId dst, std::uint64_t offset, const void* host, const Copy2D& shape);
     /// Runs `enqueue` with the compute queue once every access in `accesses` is safe
     /// (earlier writers finished; for writes, earlier readers too). `enqueue` may only
-    /// touch the slots it lists.
-    void compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue);
-    void compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue);
+    /// touch the slots it lists. `name` names the kernel in traces ("gemm"); a literal.
+    void compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue,
+                 std::string_view name = "compute");
+    void compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue,
+                 std::string_view name = "compute");
     /// Downloads `bytes` of `src` at `offset` into a staging buffer, then runs `drain`
     /// on it on a writer thread. Blocks while every download staging buffer is busy.
     void download(SlotId src, std::uint64_t offset, std::uint64_t bytes, DrainFunction drain);
@@ -283,7 +285,8 @@ private:
     void wait_hazards(unsigned queue, std::uint32_t track, Access access);
     void note_access(unsigned queue, std::uint32_t track, Access access);
     Interval* begin_busy(unsigned queue);
-    void end_busy(unsigned queue, Interval* interval);
+    // Also reports the operation to the monitors (monitor::report) when observed.
+    void end_busy(unsigned queue, Interval* interval, std::uint64_t bytes, std::string_view name = {});
     std::uint32_t acquire_download_staging();
     void wait_drains_idle();
 
@@ -331,6 +334,8 @@ private:
     std::atomic<std::int64_t> write_busy_ns_{0};
 
     std::array<std::deque<Interval>, kQueueCount> intervals_{};  // each written by its queue only
+    // Intervals timed only for the monitors (measure_busy off): not in the statistics.
+    std::array<std::deque<Interval>, kQueueCount> traced_{};
     PipelineStats stats_{};
 
     // Last: the threads start once everything they touch exists, and stop first.
