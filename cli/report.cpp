@@ -178,17 +178,6 @@ fs::path output_dir(const ReportFlags& f) {
     return dir;
 }
 
-void write_text(const fs::path& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-        const int err = errno != 0 ? errno : EIO;
-        throw IoError(kComponent, fmt::format("cannot write {}: {}", path.string(), std::strerror(err)), err,
-                      path.string(), "write");
-    }
-}
-
 int run_report(const ReportFlags& f) {
     const std::uint64_t bins = parse_count("--bins", f.bins);
     if (bins == 0 || bins > 100000) {
@@ -215,7 +204,7 @@ int run_report(const ReportFlags& f) {
             note = fmt::format("plots: skipped: {}", plots.reason);
         }
     }
-    write_text(dir / "summary.txt", text);
+    write_file(dir / "summary.txt", text);
     text += fmt::format("\nsummary: {}\n{}\n", (dir / "summary.txt").string(), note);
     if (f.json) {
         nlohmann::json j = to_json(summary, f.trace);

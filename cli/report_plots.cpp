@@ -67,17 +67,6 @@ Unit rate_unit(double max_bytes_per_second) {
     return {1e6, "MB/s"};
 }
 
-/// Writes a text file or throws IoError.
-void write_file(const fs::path& path, const std::string& text) {
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) {
-        const int err = errno != 0 ? errno : EIO;
-        throw IoError(kComponent, fmt::format("cannot write {}: {}", path.string(), std::strerror(err)), err,
-                      path.string(), "write");
-    }
-}
 
 /// A step series ending at `end`: points thinned to at most kMaxSeriesPoints, each
 /// kept point the largest of its run so peaks survive; repeats of a value dropped.
@@ -277,6 +266,17 @@ private:
 };
 
 }  // namespace
+
+void write_file(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) {
+        const int err = errno != 0 ? errno : EIO;
+        throw IoError(kComponent, fmt::format("cannot write {}: {}", path.string(), std::strerror(err)), err,
+                      path.string(), "write");
+    }
+}
 
 std::optional<fs::path> find_gnuplot(const std::optional<std::string>& explicit_path) {
     if (explicit_path) {

@@ -23,6 +23,9 @@ namespace outcore::cli {
 [[nodiscard]] std::optional<std::filesystem::path> find_gnuplot(
     const std::optional<std::string>& explicit_path);
 
+/// Writes `text` to `path` (replacing it) or throws IoError.
+void write_file(const std::filesystem::path& path, const std::string& text);
+
 struct PlotResult {
     bool done = false;
     std::string reason;                        ///< why not, when !done

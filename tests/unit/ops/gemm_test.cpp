@@ -51,14 +51,8 @@ using outcore::ops::GemmOptions;
 using outcore::ops::GemmReport;
 using outcore::tile::GemmSchedule;
 
-std::unique_ptr<Device> make_device() {
-    return outcore::cpu::make_cpu_device({.total_memory_bytes = 2 * kGiB});
-}
-
-void expect_nothing_held(const Device& device) {
-    EXPECT_EQ(device.allocated_bytes(MemoryKind::Device), 0U);
-    EXPECT_EQ(device.allocated_bytes(MemoryKind::HostPinned), 0U);
-}
+using outcore::gemm_test::expect_nothing_held;
+using outcore::gemm_test::make_device;
 
 struct Case {
     std::uint64_t m = 1, n = 1, k = 1;

@@ -4,19 +4,34 @@
 // correct kernel meets.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "outcore/backends/cpu.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
 #include "outcore/io/matrix.hpp"
 #include "outcore/ops/gemm.hpp"
 
 namespace outcore::gemm_test {
+
+/// The CPU device the GEMM tests run on (2 GiB).
+inline std::unique_ptr<Device> make_device() { return cpu::make_cpu_device({.total_memory_bytes = 2 * kGiB}); }
+
+/// After a run: no device or pinned memory is still allocated.
+inline void expect_nothing_held(const Device& device) {
+    EXPECT_EQ(device.allocated_bytes(MemoryKind::Device), 0U);
+    EXPECT_EQ(device.allocated_bytes(MemoryKind::HostPinned), 0U);
+}
 
 using io::HostMatrix;
 using io::Layout;
