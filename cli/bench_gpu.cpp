@@ -10,9 +10,11 @@
 // cudaMalloc / cudaMallocAsync. Out-of-core runs: GEMM with A, B, C in pinned host
 // memory under budgets of a quarter (and half) of the operands, GEMM reading .npy
 // files, a Gaussian blur under a 1 GiB-class budget. The table comes last.
-#include <CLI/CLI.hpp>
+#include "bench_gpu.hpp"
+
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -21,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "bench_gpu.hpp"
 #include "commands.hpp"
 #include "outcore/alloc/heap.hpp"
 #include "outcore/core/error.hpp"
@@ -64,14 +65,16 @@ struct Row {
     std::string what;
     std::string outcore;
     std::string baseline;
-    double ratio = 0;     // outcore against the baseline (higher is better)
-    std::string target;   // "" when none
+    double ratio = 0;    // outcore against the baseline (higher is better)
+    std::string target;  // "" when none
     double target_ratio = 0;
 };
 
 #ifdef OUTCORE_CLI_WITH_CUDA
 std::string gbs(double bytes_per_second) { return fmt::format("{:.1f} GB/s", bytes_per_second * 1e-9); }
-std::string tflops(double flops, double seconds) { return fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12); }
+std::string tflops(double flops, double seconds) {
+    return fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12);
+}
 
 /// Times `reps` copies of `bytes` on each of `queues` at once (bytes/s over all).
 double copy_rate(const std::vector<std::function<void()>>& copies, const std::vector<Queue*>& queues,
@@ -143,7 +146,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                           [&] { down->download(BufferView(d1), c.data()); }},
                          {up.get(), down.get()}, bytes, r);
         record["link"] = {{"copy_bytes", bytes}, {"h2d_Bps", h2d}, {"d2h_Bps", d2h}, {"both_Bps", both}};
-        say(fmt::format("link: host→device {}, device→host {}, both at once {}", gbs(h2d), gbs(d2h), gbs(both)));
+        say(fmt::format("link: host→device {}, device→host {}, both at once {}", gbs(h2d), gbs(d2h),
+                        gbs(both)));
     }
 
     // --- in-core cuBLAS ----------------------------------------------------------------
@@ -152,7 +156,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
     } in_core;
     {
         auto q = dev.create_queue(QueueRole::Compute);
-        auto run_in_core = [&](DType type, GemmCompute compute, const PinnedArray& ha, const PinnedArray& hb) {
+        auto run_in_core = [&](DType type, GemmCompute compute, const PinnedArray& ha,
+                               const PinnedArray& hb) {
             const std::uint64_t w = dtype_bytes(type);
             Block da = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
             Block db = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
@@ -160,9 +165,21 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             q->upload(ha.data(), BufferView(da));
             q->upload(hb.data(), BufferView(db));
             q->synchronize();
-            GemmTileArgs args{.type = type, .compute = compute, .trans_a = false, .trans_b = false,
-                              .m = n, .n = n, .k = n, .a = BufferView(da), .lda = n, .b = BufferView(db),
-                              .ldb = n, .c = BufferView(dc), .ldc = n, .alpha = 1.0, .beta = 0.0};
+            GemmTileArgs args{.type = type,
+                              .compute = compute,
+                              .trans_a = false,
+                              .trans_b = false,
+                              .m = n,
+                              .n = n,
+                              .k = n,
+                              .a = BufferView(da),
+                              .lda = n,
+                              .b = BufferView(db),
+                              .ldb = n,
+                              .c = BufferView(dc),
+                              .ldc = n,
+                              .alpha = 1.0,
+                              .beta = 0.0};
             const Timing t = time_reps(warmup, reps, [&] {
                 dev.kernels().gemm(*q, args);
                 q->synchronize();
@@ -188,8 +205,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             if (block > static_cast<int>(n)) continue;
             std::vector<double> s;
             for (int r = 0; r < (block == 0 ? 1 : reps); ++r) {
-                s.push_back(cuda::cublasxt_sgemm_seconds(ordinal, block, n, n, n, a.floats(), n, b.floats(), n,
-                                                         c.floats(), n));
+                s.push_back(cuda::cublasxt_sgemm_seconds(ordinal, block, n, n, n, a.floats(), n, b.floats(),
+                                                         n, c.floats(), n));
             }
             Timing t{s};
             const std::string name = block == 0 ? "default" : std::to_string(block);
@@ -244,20 +261,22 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         }
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
         const std::size_t at_sign = part[0].find('@');
-        const std::string wanted = at_sign == std::string::npos
-                                       ? part[0] + ","
-                                       : part[0].substr(0, at_sign) + ", budget " + part[0].substr(at_sign + 1);
+        const std::string wanted = at_sign == std::string::npos ? part[0] + ","
+                                                                : part[0].substr(0, at_sign) + ", budget " +
+                                                                      part[0].substr(at_sign + 1);
         const auto base = std::find_if(cases.begin(), cases.end(), [&](const OocCase& known_case) {
             return std::string_view(known_case.name).starts_with(wanted);
         });
-        if (base == cases.end()) throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32 or bf16", e));
+        if (base == cases.end())
+            throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32 or bf16", e));
         OocCase x = *base;
         bool known = false;
         for (tile::GemmSchedule sch : {tile::GemmSchedule::SquareC, tile::GemmSchedule::APanelResident,
                                        tile::GemmSchedule::BPanelResident}) {
             if (tile::to_string(sch) == part[1]) x.schedule = sch, known = true;
         }
-        if (!known) throw UsageError("bench", fmt::format("--explore '{}': schedule square-c, a-panel, b-panel", e));
+        if (!known)
+            throw UsageError("bench", fmt::format("--explore '{}': schedule square-c, a-panel, b-panel", e));
         x.tile_m = t[0], x.tile_n = t[1], x.tile_k = t[2];
         cases.push_back(x);
     }
@@ -266,9 +285,14 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         const bool bf16 = oc.type == DType::BF16;
         const io::HostMatrix& sa = bf16 ? ma16 : ma;
         const io::HostMatrix& sb = bf16 ? mb16 : mb;
-        ops::GemmOptions o{.type = oc.type, .compute = oc.compute, .budget_bytes = oc.budget,
-                           .schedule = oc.schedule, .tile_m = oc.tile_m, .tile_n = oc.tile_n,
-                           .tile_k = oc.tile_k, .staging_cache = &staging};
+        ops::GemmOptions o{.type = oc.type,
+                           .compute = oc.compute,
+                           .budget_bytes = oc.budget,
+                           .schedule = oc.schedule,
+                           .tile_m = oc.tile_m,
+                           .tile_n = oc.tile_n,
+                           .tile_k = oc.tile_k,
+                           .staging_cache = &staging};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, mc, o);
@@ -280,7 +304,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         }
         ops::GemmReport last;
         const Timing t = time_reps(warmup, reps, [&] { last = ops::execute_gemm(dev, plan, sa, sb, mc, o); });
-        const double err = gemm_sample_error(sa.direct()->data, sb.direct()->data, c.floats(), n, oc.type, 16, 7);
+        const double err =
+            gemm_sample_error(sa.direct()->data, sb.direct()->data, c.floats(), n, oc.type, 16, 7);
         const double ratio = oc.in_core_s / t.median();
         // The link bound: bytes this plan moves host→device at the measured rate (both
         // directions share the link, so the downloads count at the duplex share).
@@ -308,23 +333,23 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"max_sample_error", err},
                          {"error_ok", err <= oc.tolerance}};
         ooc.push_back(j);
-        say(fmt::format("out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{}, "
-                        "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
-                        "{:.3f}/{:.3f}/{:.3f} s, sample error {:.2e}",
-                        oc.name, tflops(flops, t.median()), format_percent(ratio),
-                        format_percent(bound_s / t.median()), format_seconds(link_bound_s),
-                        tile::to_string(plan.schedule), plan.tile_m, plan.tile_n, plan.tile_k,
-                        format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
-                        format_size(last.peak_device_bytes), format_size(oc.budget),
-                        format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
-                        last.compute_busy_seconds, last.download_busy_seconds, err));
-        if (err > oc.tolerance) say(fmt::format("  FAILED: sample error {:.2e} over {:.0e}", err, oc.tolerance));
+        say(fmt::format(
+            "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{}, "
+            "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
+            "{:.3f}/{:.3f}/{:.3f} s, sample error {:.2e}",
+            oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
+            format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
+            plan.tile_k, format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
+            format_size(last.peak_device_bytes), format_size(oc.budget),
+            format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
+            last.compute_busy_seconds, last.download_busy_seconds, err));
+        if (err > oc.tolerance)
+            say(fmt::format("  FAILED: sample error {:.2e} over {:.0e}", err, oc.tolerance));
         if (oc.schedule) continue;  // --explore: the line above, no table row
         if (bf16) {
             rows.push_back({fmt::format("GEMM {} ({})", oc.name, format_size(oc.budget)),
-                            format_seconds(t.median()),
-                            fmt::format("bound {}", format_seconds(bound_s)), bound_s / t.median(), "≥ 1/1.15",
-                            oc.target});
+                            format_seconds(t.median()), fmt::format("bound {}", format_seconds(bound_s)),
+                            bound_s / t.median(), "≥ 1/1.15", oc.target});
         } else {
             rows.push_back({fmt::format("GEMM {} ({})", oc.name, format_size(oc.budget)),
                             tflops(flops, t.median()), fmt::format("in-core {}", tflops(flops, oc.in_core_s)),
@@ -332,7 +357,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         }
         if (oc.type == DType::F32 && oc.compute == GemmCompute::Exact && xt_best > 0) {
             rows.push_back({"GEMM f32 vs cuBLASXt best block", tflops(flops, t.median()),
-                            fmt::format("cuBLASXt {}", tflops(flops, xt_best)), xt_best / t.median(), "> 1", 1.0});
+                            fmt::format("cuBLASXt {}", tflops(flops, xt_best)), xt_best / t.median(), "> 1",
+                            1.0});
         }
     }
     record["out_of_core"] = ooc;
@@ -374,13 +400,14 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"schedule", tile::to_string(plan.schedule)},
                          {"read_busy_s", r.read_busy_seconds},
                          {"max_sample_error", err}};
-        say(fmt::format("out-of-core f32 from .npy ({}): {} in {}, read {} at {} (disk alone {}, page cache "
+        say(
+            fmt::format("out-of-core f32 from .npy ({}): {} in {}, read {} at {} (disk alone {}, page cache "
                         "dropped first), {} of max(in-core, bytes read / disk), sample error {:.2e}",
                         f.npy_dir, tflops(flops, r.seconds), format_seconds(r.seconds),
                         format_size(r.pipeline.bytes_uploaded), gbs(read_bytes / r.seconds), gbs(disk),
                         format_percent(bound_s / r.seconds), err));
-        rows.push_back({"GEMM f32 from .npy files", gbs(read_bytes / r.seconds), fmt::format("disk {}", gbs(disk)),
-                        bound_s / r.seconds, "", 0});
+        rows.push_back({"GEMM f32 from .npy files", gbs(read_bytes / r.seconds),
+                        fmt::format("disk {}", gbs(disk)), bound_s / r.seconds, "", 0});
     }
 
     // --- Gaussian blur ------------------------------------------------------------------------
@@ -413,12 +440,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                             {"download", last.download_busy_seconds},
                             {"read", last.read_busy_seconds}}},
                           {"peak_device_bytes", last.peak_device_bytes}};
-        say(fmt::format("Gaussian σ=8 {}² f32, budget {}: {} ({} of the PCIe bound {}), moved {}, hidden {}, "
-                        "busy up/compute/down/fill {:.3f}/{:.3f}/{:.3f}/{:.3f} s",
-                        blur, format_size(budget), format_seconds(t.median()), format_percent(bound_s / t.median()),
-                        format_seconds(bound_s), format_size(last.bytes_moved),
-                        format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
-                        last.compute_busy_seconds, last.download_busy_seconds, last.read_busy_seconds));
+        say(fmt::format(
+            "Gaussian σ=8 {}² f32, budget {}: {} ({} of the PCIe bound {}), moved {}, hidden {}, "
+            "busy up/compute/down/fill {:.3f}/{:.3f}/{:.3f}/{:.3f} s",
+            blur, format_size(budget), format_seconds(t.median()), format_percent(bound_s / t.median()),
+            format_seconds(bound_s), format_size(last.bytes_moved),
+            format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
+            last.compute_busy_seconds, last.download_busy_seconds, last.read_busy_seconds));
         rows.push_back({fmt::format("Gaussian σ=8 {}² ({})", blur, format_size(budget)),
                         format_seconds(t.median()), fmt::format("PCIe bound {}", format_seconds(bound_s)),
                         bound_s / t.median(), "85%", 0.85});
@@ -429,9 +457,11 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         constexpr std::uint64_t kBytes = 1 * kMiB;
         constexpr int kPairs = 2000;
         alloc::Heap heap(dev, {.kind = MemoryKind::Device, .block_bytes = 256 * kMiB, .tag = "bench.heap"});
-        for (int i = 0; i < 100; ++i) heap.allocate({.bytes = kBytes, .kind = MemoryKind::Device, .tag = "bench"}).reset();  // warm
+        for (int i = 0; i < 100; ++i)
+            heap.allocate({.bytes = kBytes, .kind = MemoryKind::Device, .tag = "bench"}).reset();  // warm
         const Timing t = time_reps(1, 5, [&] {
-            for (int i = 0; i < kPairs; ++i) heap.allocate({.bytes = kBytes, .kind = MemoryKind::Device, .tag = "bench"}).reset();
+            for (int i = 0; i < kPairs; ++i)
+                heap.allocate({.bytes = kBytes, .kind = MemoryKind::Device, .tag = "bench"}).reset();
         });
         const double heap_ns = t.median() / kPairs * 1e9;
         const cuda::NativeAllocTimes native = cuda::native_alloc_pair_ns(ordinal, kBytes, 200);
@@ -439,26 +469,33 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            {"heap_pair_ns", heap_ns},
                            {"cuda_malloc_free_ns", native.malloc_free_ns},
                            {"cuda_malloc_async_free_ns", native.malloc_async_free_ns}};
-        say(fmt::format("allocate+free of 1 MiB: Heap {:.0f} ns, cudaMalloc+cudaFree {:.0f} ns, "
+        say(
+            fmt::format("allocate+free of 1 MiB: Heap {:.0f} ns, cudaMalloc+cudaFree {:.0f} ns, "
                         "cudaMallocAsync+cudaFreeAsync (warm pool) {:.0f} ns",
                         heap_ns, native.malloc_free_ns, native.malloc_async_free_ns));
         rows.push_back({"alloc+free 1 MiB vs cudaMallocAsync", fmt::format("{:.0f} ns", heap_ns),
-                        fmt::format("{:.0f} ns", native.malloc_async_free_ns), native.malloc_async_free_ns / heap_ns,
-                        "", 0});
+                        fmt::format("{:.0f} ns", native.malloc_async_free_ns),
+                        native.malloc_async_free_ns / heap_ns, "", 0});
         rows.push_back({"alloc+free 1 MiB vs cudaMalloc", fmt::format("{:.0f} ns", heap_ns),
-                        fmt::format("{:.0f} ns", native.malloc_free_ns), native.malloc_free_ns / heap_ns, "", 0});
+                        fmt::format("{:.0f} ns", native.malloc_free_ns), native.malloc_free_ns / heap_ns, "",
+                        0});
     }
 
     // --- the table ----------------------------------------------------------------------------
     nlohmann::json table = nlohmann::json::array();
-    fmt::print("\n{:<44} {:>16} {:>24} {:>8} {:>9} {}\n", "case", "outcore", "baseline", "ratio", "target", "");
+    fmt::print("\n{:<44} {:>16} {:>24} {:>8} {:>9} {}\n", "case", "outcore", "baseline", "ratio", "target",
+               "");
     for (const Row& r : rows) {
         const bool has_target = !r.target.empty();
         const bool met = !has_target || r.ratio >= r.target_ratio;
-        fmt::print("{:<44} {:>16} {:>24} {:>8.3f} {:>9} {}\n", r.what, r.outcore, r.baseline, r.ratio, r.target,
-                   has_target ? (met ? "met" : "MISSED") : "");
-        table.push_back({{"case", r.what}, {"outcore", r.outcore}, {"baseline", r.baseline}, {"ratio", r.ratio},
-                         {"target", r.target}, {"met", met}});
+        fmt::print("{:<44} {:>16} {:>24} {:>8.3f} {:>9} {}\n", r.what, r.outcore, r.baseline, r.ratio,
+                   r.target, has_target ? (met ? "met" : "MISSED") : "");
+        table.push_back({{"case", r.what},
+                         {"outcore", r.outcore},
+                         {"baseline", r.baseline},
+                         {"ratio", r.ratio},
+                         {"target", r.target},
+                         {"met", met}});
     }
     record["table"] = table;
     if (json.enabled()) json.write(record);
@@ -469,7 +506,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
 }  // namespace
 
 void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands) {
-    auto* bench = app.add_subcommand("bench", "End-to-end benchmarks against baselines run in the same process");
+    auto* bench =
+        app.add_subcommand("bench", "End-to-end benchmarks against baselines run in the same process");
     bench->require_subcommand(1);
     auto* gpu = bench->add_subcommand(
         "gpu", "The GPU suite: out-of-core GEMM vs in-core cuBLAS and cuBLASXt, blur vs PCIe, allocators");
@@ -484,9 +522,11 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
         ->type_name("DIR");
     gpu->add_flag("--skip-npy", f->skip_npy, "Skip the .npy streaming case");
     gpu->add_flag("--skip-cublasxt", f->skip_xt, "Skip cuBLASXt");
-    gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default, "Skip cuBLASXt at its (slow) default block size");
+    gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default,
+                  "Skip cuBLASXt at its (slow) default block size");
     gpu->add_option("--explore", f->explore,
-                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK (tf32@1/2:a-panel:32768x2048x4096)")
+                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK "
+                    "(tf32@1/2:a-panel:32768x2048x4096)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");

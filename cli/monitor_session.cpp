@@ -28,7 +28,8 @@ MonitorSession::MonitorSession(const GlobalOptions& globals) {
         tracing_ = true;
     }
     if (globals.report_every) {
-        if (*globals.report_every == 0) throw UsageError("report", "--report-every needs a period above 0 ms");
+        if (*globals.report_every == 0)
+            throw UsageError("report", "--report-every needs a period above 0 ms");
         monitor::ReporterOptions options;
         options.period = std::chrono::milliseconds(*globals.report_every);
         options.json = globals.report_json;

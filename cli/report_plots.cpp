@@ -67,7 +67,6 @@ Unit rate_unit(double max_bytes_per_second) {
     return {1e6, "MB/s"};
 }
 
-
 /// A step series ending at `end`: points thinned to at most kMaxSeriesPoints, each
 /// kept point the largest of its run so peaks survive; repeats of a value dropped.
 std::string series_data(const std::vector<monitor::CounterPoint>& points, double begin, double end,

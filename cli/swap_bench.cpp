@@ -55,7 +55,8 @@ constexpr const char* kComponent = "swap-bench";
 struct SwapBenchFlags {
     std::string pattern;
     std::string working_set;
-    std::optional<std::string> unit, block, spill_dir, ops, seed, read_fraction, repeat, wash_units, pinned, json;
+    std::optional<std::string> unit, block, spill_dir, ops, seed, read_fraction, repeat, wash_units, pinned,
+        json;
     bool prefetch = false;
     bool buffered_io = false;
     bool force = false;

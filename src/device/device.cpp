@@ -58,13 +58,12 @@ RawBlock Device::do_allocate(const AllocationRequest& request) {
     RawBlock block = do_allocate_native(request);
     block.kind = request.kind;
     block.device_id = id_;
-    const std::uint64_t now = bytes_[slot(request.kind)].fetch_add(block.bytes, std::memory_order_relaxed) +
-                              block.bytes;
+    const std::uint64_t now =
+        bytes_[slot(request.kind)].fetch_add(block.bytes, std::memory_order_relaxed) + block.bytes;
     count_[slot(request.kind)].fetch_add(1, std::memory_order_relaxed);
     std::atomic<std::uint64_t>& peak = peak_[slot(request.kind)];
     std::uint64_t seen = peak.load(std::memory_order_relaxed);
-    while (seen < now && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
-    }
+    while (seen < now && !peak.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {}
     if (monitor::observed()) {
         monitor::detail::emit_allocate({.device_id = id_,
                                         .kind = block.kind,

@@ -59,8 +59,8 @@ std::uint64_t Copy2D::host_span_bytes() const noexcept {
 
 void Copy2D::validate(const char* what) const {
     if (width_bytes > host_pitch_bytes || width_bytes > buffer_pitch_bytes) {
-        throw UsageError("queue", fmt::format("{}: run of {} bytes wider than its pitch ({} host, {} buffer)", what,
-                                              width_bytes, host_pitch_bytes, buffer_pitch_bytes));
+        throw UsageError("queue", fmt::format("{}: run of {} bytes wider than its pitch ({} host, {} buffer)",
+                                              what, width_bytes, host_pitch_bytes, buffer_pitch_bytes));
     }
     if (rows == 0 || width_bytes == 0) return;
     const std::uint64_t limit = UINT64_MAX - width_bytes;
@@ -77,8 +77,8 @@ namespace {
 void check_2d(const BufferView& view, const Copy2D& shape, const char* what) {
     shape.validate(what);
     if (shape.buffer_span_bytes() > view.bytes) {
-        throw UsageError("queue", fmt::format("{}: {} runs span {} bytes, the buffer has {}", what, shape.rows,
-                                              shape.buffer_span_bytes(), view.bytes));
+        throw UsageError("queue", fmt::format("{}: {} runs span {} bytes, the buffer has {}", what,
+                                              shape.rows, shape.buffer_span_bytes(), view.bytes));
     }
 }
 
@@ -105,7 +105,8 @@ void Queue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& s
         const BufferView run = buffer.sub(r * shape.buffer_pitch_bytes, shape.width_bytes);
         const std::uint64_t h = r * shape.host_pitch_bytes;
         if (host.src != nullptr) {
-            do_copy({}, run, HostRange{static_cast<const std::byte*>(host.src) + h, nullptr}, shape.width_bytes);
+            do_copy({}, run, HostRange{static_cast<const std::byte*>(host.src) + h, nullptr},
+                    shape.width_bytes);
         } else {
             do_copy(run, {}, HostRange{nullptr, static_cast<std::byte*>(host.dst) + h}, shape.width_bytes);
         }

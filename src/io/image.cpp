@@ -72,8 +72,8 @@ void ImageSource::read_region(std::uint64_t row0, std::uint64_t rows, std::uint6
     const ImageInfo& in = info();
     const std::uint64_t col_end = checked_add(col0, cols, kComponent);
     if (col_end > in.cols) {
-        throw UsageError(kComponent,
-                         fmt::format("columns [{}, {}) are outside the image's {} columns", col0, col_end, in.cols));
+        throw UsageError(kComponent, fmt::format("columns [{}, {}) are outside the image's {} columns", col0,
+                                                 col_end, in.cols));
     }
     if (col0 == 0 && cols == in.cols) {
         read_rows(row0, rows, dst, row_stride_bytes);
@@ -87,8 +87,8 @@ void ImageSource::read_region(std::uint64_t row0, std::uint64_t rows, std::uint6
     do_read_region(row0, rows, col0, cols, dst, row_stride_bytes);
 }
 
-void ImageSource::do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
-                                 std::byte* dst, std::uint64_t row_stride_bytes) const {
+void ImageSource::do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0,
+                                 std::uint64_t cols, std::byte* dst, std::uint64_t row_stride_bytes) const {
     const std::uint64_t row_bytes = info().row_bytes();
     const std::uint64_t pixel = info().pixel_bytes();
     std::vector<std::byte> band(static_cast<std::size_t>(checked_mul(rows, row_bytes, kComponent)));
@@ -140,7 +140,8 @@ void HostImage::do_read_rows(std::uint64_t row0, std::uint64_t rows, std::byte* 
 void HostImage::do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
                                std::byte* dst, std::uint64_t row_stride_bytes) const {
     const std::uint64_t pixel = info_.pixel_bytes();
-    detail::copy_runs(data_ + row0 * stride_ + col0 * pixel, stride_, dst, row_stride_bytes, cols * pixel, rows);
+    detail::copy_runs(data_ + row0 * stride_ + col0 * pixel, stride_, dst, row_stride_bytes, cols * pixel,
+                      rows);
 }
 
 void HostImage::do_write_rows(std::uint64_t row0, std::uint64_t rows, const std::byte* src,

@@ -35,7 +35,8 @@ void start_from_environment() noexcept {
                 if (!tracing()) detail::start_trace_from_environment();
             });
             start_logged("OUTCORE_LEAK_CHECK", [] { detail::start_leak_check_from_environment(); });
-            start_logged("OUTCORE_REPORT_MS / OUTCORE_METRICS", [] { detail::start_reporting_from_environment(); });
+            start_logged("OUTCORE_REPORT_MS / OUTCORE_METRICS",
+                         [] { detail::start_reporting_from_environment(); });
         });
     } catch (...) {
         // call_once itself failed (std::system_error): nothing was started.

@@ -318,8 +318,9 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
                                .rows = t.size.rows,
                                .host_pitch_bytes = direct_out->row_stride_bytes,
                                .buffer_pitch_bytes = out_stride};
-            p.download_2d_to(out_slot, 0, direct_out->data + t.row * direct_out->row_stride_bytes + t.col * pix,
-                             shape, [&, t] {
+            p.download_2d_to(out_slot, 0,
+                             direct_out->data + t.row * direct_out->row_stride_bytes + t.col * pix, shape,
+                             [&, t] {
                                  if (t.col + t.size.cols < width) return;  // one report per band
                                  rows_written += t.size.rows;
                                  if (options.progress) {

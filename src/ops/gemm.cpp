@@ -320,7 +320,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                                                 c_in_packed ? c_tile_bytes : 0}),
                              .count = streams * std::max<std::uint32_t>(plan.depth, 2)};
     }
-    if (!c.direct_sink().has_value()) po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
+    if (!c.direct_sink().has_value())
+        po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
     po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
     po.writer_threads = options.writer_threads != 0 ? options.writer_threads : kDefaultWriterThreads;
     po.measure_busy = options.measure_busy;

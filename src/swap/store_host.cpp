@@ -77,8 +77,8 @@ std::optional<PinnedPool::Taken> PinnedPool::take(std::uint64_t bytes) noexcept 
     // Pinned allocation is slow (cudaMallocHost pins pages): never under the lock.
     Block block;
     try {
-        block =
-            device_.allocate({.bytes = slot_bytes_, .kind = MemoryKind::HostPinned,
+        block = device_.allocate({.bytes = slot_bytes_,
+                                  .kind = MemoryKind::HostPinned,
                                   .alignment = kSpillAlignment,
                                   .tag = "swap.pinned"});
     } catch (const std::exception& e) {

@@ -22,8 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "outcore/device/dtype.hpp"

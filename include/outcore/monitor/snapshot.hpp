@@ -36,10 +36,10 @@ struct TierGauge {
 };
 
 struct Snapshot {
-    std::int64_t time_ns = 0;  ///< monitor::now_ns() when taken
-    TierGauge device;          ///< MemoryKind::Device and the swap store's device tier
-    TierGauge host;            ///< pinned + cached host memory, the swap store's host tier
-    TierGauge disk;            ///< spill files
+    std::int64_t time_ns = 0;            ///< monitor::now_ns() when taken
+    TierGauge device;                    ///< MemoryKind::Device and the swap store's device tier
+    TierGauge host;                      ///< pinned + cached host memory, the swap store's host tier
+    TierGauge disk;                      ///< spill files
     std::uint64_t live_allocations = 0;  ///< live Device allocations, every kind
     std::uint64_t swap_in_bytes = 0;     ///< into a faster tier
     std::uint64_t swap_in_count = 0;

@@ -25,7 +25,9 @@
 namespace outcore::gemm_test {
 
 /// The CPU device the GEMM tests run on (2 GiB).
-inline std::unique_ptr<Device> make_device() { return cpu::make_cpu_device({.total_memory_bytes = 2 * kGiB}); }
+inline std::unique_ptr<Device> make_device() {
+    return cpu::make_cpu_device({.total_memory_bytes = 2 * kGiB});
+}
 
 /// After a run: no device or pinned memory is still allocated.
 inline void expect_nothing_held(const Device& device) {
