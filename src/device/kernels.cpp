@@ -95,4 +95,15 @@ void Kernels::do_filter(Queue& /*queue*/, const FilterTileArgs& /*args*/) {
     throw UsageError("filter", "this backend has no filter kernels");
 }
 
+void Kernels::pad_edges(Queue& queue, const PadEdgesArgs& a) {
+    validate_edge_padding(a.area);
+    check_image("edge-fill area", a.buffer, a.area.rows, a.area.cols, a.area.row_stride, a.area.pixel_bytes);
+    if (!a.area.crosses_edge()) return;
+    do_pad_edges(queue, a);
+}
+
+void Kernels::do_pad_edges(Queue& /*queue*/, const PadEdgesArgs& /*args*/) {
+    throw UsageError("filter", "this backend has no edge-fill kernel");
+}
+
 }  // namespace outcore

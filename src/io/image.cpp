@@ -164,6 +164,11 @@ std::unique_ptr<ImageSink> create_image(const std::string& path, const ImageInfo
     unknown_extension(path);
 }
 
+std::optional<DirectImage> HostImage::direct_source() const {
+    if (!device_readable_ || data_ == nullptr) return std::nullopt;
+    return DirectImage{.data = data_, .row_stride_bytes = stride_};
+}
+
 std::optional<DirectImage> HostImage::direct_sink() const {
     if (!device_readable_ || read_only_ || committed() || data_ == nullptr) return std::nullopt;
     return DirectImage{.data = data_, .row_stride_bytes = stride_};

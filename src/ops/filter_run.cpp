@@ -255,7 +255,10 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
     // order (sinks such as TIFF take rows top to bottom).
     std::vector<std::byte> band(strips ? 0 : static_cast<std::size_t>(run.tile.rows * row_bytes));
     std::uint64_t rows_written = 0;  // writer thread only
-    // A device-writable sink takes each output tile straight from the device.
+    // A device-readable source gives each tile's pixels straight to the device, which
+    // fills the halo beyond the image's edge itself; a device-writable sink takes
+    // each output tile straight from the device. Neither then needs staging.
+    const std::optional<io::DirectImage> direct_in = source.direct_source();
     const std::optional<io::DirectImage> direct_out = sink.direct_sink();
 
     std::vector<tile::SlotSpec> slots;
@@ -268,17 +271,19 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
 
     // Declared after everything its work touches: destroying it drains the device
     // work and host threads first.
-    tile::Pipeline p(
-        device, tile::PipelineOptions{
-                    .budget_bytes = budget - weights_bytes,
-                    .slots = std::move(slots),
-                    .upload_staging = {.bytes = run.input_slot_bytes, .count = run.depth},
-                    .download_staging = {.bytes = direct_out ? 0 : run.output_slot_bytes,
-                                         .count = direct_out ? 0 : kDownloadStaging},
-                    .reader_threads = options.reader_threads != 0 ? options.reader_threads : kDefaultReaders,
-                    .writer_threads = 1,
-                    .measure_busy = options.measure_busy,
-                });
+    tile::Pipeline p(device, tile::PipelineOptions{
+                                 .budget_bytes = budget - weights_bytes,
+                                 .slots = std::move(slots),
+                                 .upload_staging = {.bytes = direct_in ? 0 : run.input_slot_bytes,
+                                                    .count = direct_in ? 0 : run.depth},
+                                 .download_staging = {.bytes = direct_out ? 0 : run.output_slot_bytes,
+                                                      .count = direct_out ? 0 : kDownloadStaging},
+                                 .reader_threads = direct_in                     ? 0
+                                                   : options.reader_threads != 0 ? options.reader_threads
+                                                                                 : kDefaultReaders,
+                                 .writer_threads = 1,
+                                 .measure_busy = options.measure_busy,
+                             });
     const tile::TileGrid& grid = run.grid;
     for (std::uint64_t i = 0; i < grid.count(); ++i) {
         const tile::TileRect t = grid.tile(i);
@@ -289,17 +294,30 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
         const std::uint64_t out_stride = t.size.cols * pix;
         const std::uint64_t out_bytes = t.size.rows * out_stride;
 
-        p.upload(in_slot, 0, in_bytes,
-                 [&image, &spec, &read, t, halo, in_stride](std::span<std::byte> staging) {
-                     fill_halo(image, t, halo, spec.edge, read, staging.data(), in_stride);
-                 });
+        const detail::HaloRegion region = detail::halo_region(image, t, halo, spec.edge, in_stride);
+        const bool pad_on_device = direct_in && region.area.crosses_edge();
+        if (direct_in) {
+            const Copy2D shape{.width_bytes = (region.col_hi - region.col_lo) * pix,
+                               .rows = region.row_hi - region.row_lo,
+                               .host_pitch_bytes = direct_in->row_stride_bytes,
+                               .buffer_pitch_bytes = in_stride};
+            p.upload_2d_from(
+                in_slot, region.inside_offset,
+                direct_in->data + region.row_lo * direct_in->row_stride_bytes + region.col_lo * pix, shape);
+        } else {
+            p.upload(in_slot, 0, in_bytes,
+                     [&image, &spec, &read, t, halo, in_stride](std::span<std::byte> staging) {
+                         fill_halo(image, t, halo, spec.edge, read, staging.data(), in_stride);
+                     });
+        }
         detail::FilterTileViews views{.in = p.view(in_slot).sub(0, in_bytes),
                                       .in_stride = in_stride,
                                       .intermediate = {},
                                       .intermediate_stride = 0,
                                       .out = p.view(out_slot).sub(0, out_bytes),
                                       .out_stride = out_stride};
-        std::vector<tile::SlotAccess> accesses{tile::reads(in_slot), tile::writes(out_slot)};
+        std::vector<tile::SlotAccess> accesses{pad_on_device ? tile::updates(in_slot) : tile::reads(in_slot),
+                                               tile::writes(out_slot)};
         if (spec.separable()) {
             // Written by the row pass, read by the column pass, never downloaded.
             views.intermediate = p.view(mid_slot);
@@ -308,7 +326,9 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
         }
         p.compute(
             std::span<const tile::SlotAccess>(accesses),
-            [&device, &spec, &weights, &image, t, views](Queue& q) {
+            [&device, &spec, &weights, &image, t, views, pad_on_device, area = region.area](Queue& q) {
+                if (pad_on_device)
+                    device.kernels().pad_edges(q, PadEdgesArgs{.area = area, .buffer = views.in});
                 detail::enqueue_filter_tile(device.kernels(), q, spec, weights, image, image.type, t.size,
                                             views);
             },

@@ -30,27 +30,23 @@ void check_out_type(DType out_type) {
 }  // namespace
 
 std::optional<std::uint64_t> edge_source(std::int64_t index, std::uint64_t size, EdgeMode edge) noexcept {
-    const auto n = static_cast<std::int64_t>(size);
-    if (index >= 0 && index < n) return static_cast<std::uint64_t>(index);
-    switch (edge) {
-        case EdgeMode::Clamp: return index < 0 ? 0 : size - 1;
-        case EdgeMode::Mirror: {
-            if (n <= 1) return 0;
-            // Reflect-101 is periodic with period 2(n − 1): fold into one period, then
-            // reflect the second half back.
-            const std::int64_t period = 2 * (n - 1);
-            std::int64_t m = index % period;
-            if (m < 0) m += period;
-            if (m >= n) m = period - m;
-            return static_cast<std::uint64_t>(m);
-        }
-        case EdgeMode::Zero: return std::nullopt;
-    }
-    return std::nullopt;
+    const std::int64_t s = edge_source_index(index, static_cast<std::int64_t>(size), edge);
+    if (s < 0) return std::nullopt;
+    return static_cast<std::uint64_t>(s);
 }
 
 void fill_halo(const ImageShape& image, const tile::TileRect& tile, std::uint32_t halo, EdgeMode edge,
                const RegionReader& read, std::byte* dst, std::uint64_t dst_stride_bytes) {
+    const detail::HaloRegion r = detail::halo_region(image, tile, halo, edge, dst_stride_bytes);
+    read(r.row_lo, r.row_hi - r.row_lo, r.col_lo, r.col_hi - r.col_lo, dst + r.inside_offset,
+         dst_stride_bytes);
+    pad_edges_host(dst, r.area);
+}
+
+namespace detail {
+
+HaloRegion halo_region(const ImageShape& image, const tile::TileRect& tile, std::uint32_t halo, EdgeMode edge,
+                       std::uint64_t stride_bytes) {
     image.validate();
     const std::uint64_t rows = image.extent.rows;
     const std::uint64_t cols = image.extent.cols;
@@ -61,76 +57,32 @@ void fill_halo(const ImageShape& image, const tile::TileRect& tile, std::uint32_
                                      tile.size.cols, tile.row, tile.col, rows, cols));
     }
     const std::uint64_t pixel = image.pixel_bytes();
-    const std::uint64_t staging_rows = tile.size.rows + 2ULL * halo;
-    const std::uint64_t staging_cols = tile.size.cols + 2ULL * halo;
-    const std::uint64_t staging_row_bytes = checked_mul(staging_cols, pixel, kComponent);
-    if (dst_stride_bytes < staging_row_bytes) {
+    const std::uint64_t area_cols = checked_add(tile.size.cols, 2ULL * halo, kComponent);
+    const std::uint64_t area_row_bytes = checked_mul(area_cols, pixel, kComponent);
+    if (stride_bytes < area_row_bytes) {
         throw UsageError(kComponent, fmt::format("staging stride {} is below a staging row of {} bytes",
-                                                 dst_stride_bytes, staging_row_bytes));
+                                                 stride_bytes, area_row_bytes));
     }
-    // Image coordinates of staging (0, 0); validate() keeps these signed values exact.
-    const std::int64_t top = static_cast<std::int64_t>(tile.row) - halo;
-    const std::int64_t left = static_cast<std::int64_t>(tile.col) - halo;
-    const std::uint64_t row_lo = tile.row >= halo ? tile.row - halo : 0;
-    const std::uint64_t row_hi = std::min(rows, tile.row + tile.size.rows + halo);
-    const std::uint64_t col_lo = tile.col >= halo ? tile.col - halo : 0;
-    const std::uint64_t col_hi = std::min(cols, tile.col + tile.size.cols + halo);
-    auto staging_row = [&](std::uint64_t image_row) {
-        return dst +
-               (static_cast<std::int64_t>(image_row) - top) * static_cast<std::int64_t>(dst_stride_bytes);
-    };
-    const std::uint64_t inside_offset =
-        static_cast<std::uint64_t>(static_cast<std::int64_t>(col_lo) - left) * pixel;
-    read(row_lo, row_hi - row_lo, col_lo, col_hi - col_lo, staging_row(row_lo) + inside_offset,
-         dst_stride_bytes);
-
-    // Every pixel an edge maps to lies in the part just read: a staging position
-    // outside the image on one side maps no further than its mirror image, which the
-    // tile (≥ 1 pixel) and the halo on the other side cover. Checked anyway: a miss
-    // would read bytes nobody wrote.
-    auto source = [edge](std::int64_t index, std::uint64_t size, std::uint64_t lo, std::uint64_t hi) {
-        const std::optional<std::uint64_t> s = edge_source(index, size, edge);
-        if (s && (*s < lo || *s >= hi))
-            throw InternalError(kComponent, "an edge pixel maps outside the read region");
-        return s;
-    };
-    // Columns outside the image, in every row that was read.
-    if (left < 0 || col_hi < static_cast<std::uint64_t>(left) + staging_cols) {
-        for (std::uint64_t r = row_lo; r < row_hi; ++r) {
-            std::byte* row = staging_row(r);
-            for (std::uint64_t k = 0; k < staging_cols; ++k) {
-                const std::int64_t x = left + static_cast<std::int64_t>(k);
-                if (x >= static_cast<std::int64_t>(col_lo) && x < static_cast<std::int64_t>(col_hi)) {
-                    k = col_hi - static_cast<std::uint64_t>(left) - 1;  // skip the inside run
-                    continue;
-                }
-                const std::optional<std::uint64_t> s = source(x, cols, col_lo, col_hi);
-                std::byte* to = row + k * pixel;
-                if (s) {
-                    std::memcpy(
-                        to, row + static_cast<std::uint64_t>(static_cast<std::int64_t>(*s) - left) * pixel,
-                        pixel);
-                } else {
-                    std::memset(to, 0, pixel);
-                }
-            }
-        }
-    }
-    // Rows outside the image: whole staging rows, copied from complete inside rows.
-    for (std::uint64_t i = 0; i < staging_rows; ++i) {
-        const std::int64_t y = top + static_cast<std::int64_t>(i);
-        if (y >= static_cast<std::int64_t>(row_lo) && y < static_cast<std::int64_t>(row_hi)) continue;
-        std::byte* to = dst + i * dst_stride_bytes;
-        const std::optional<std::uint64_t> s = source(y, rows, row_lo, row_hi);
-        if (s) {
-            std::memcpy(to, staging_row(*s), staging_row_bytes);
-        } else {
-            std::memset(to, 0, staging_row_bytes);
-        }
-    }
+    HaloRegion r;
+    r.area = EdgePadding{.edge = edge,
+                         .pixel_bytes = static_cast<std::uint32_t>(pixel),
+                         .rows = checked_add(tile.size.rows, 2ULL * halo, kComponent),
+                         .cols = area_cols,
+                         // validate() keeps these signed values exact.
+                         .top = static_cast<std::int64_t>(tile.row) - halo,
+                         .left = static_cast<std::int64_t>(tile.col) - halo,
+                         .image_rows = rows,
+                         .image_cols = cols,
+                         .row_stride = stride_bytes};
+    r.row_lo = tile.row >= halo ? tile.row - halo : 0;
+    r.row_hi = std::min(rows, tile.row + tile.size.rows + halo);
+    r.col_lo = tile.col >= halo ? tile.col - halo : 0;
+    r.col_hi = std::min(cols, tile.col + tile.size.cols + halo);
+    r.inside_offset =
+        static_cast<std::uint64_t>(static_cast<std::int64_t>(r.row_lo) - r.area.top) * stride_bytes +
+        static_cast<std::uint64_t>(static_cast<std::int64_t>(r.col_lo) - r.area.left) * pixel;
+    return r;
 }
-
-namespace detail {
 
 std::uint64_t intermediate_row_bytes(std::uint32_t channels, std::uint64_t out_cols) {
     return checked_mul(checked_mul(out_cols, channels, kComponent), sizeof(float), kComponent);

@@ -7,6 +7,7 @@
 
 #include "outcore/device/block.hpp"
 #include "outcore/device/dtype.hpp"
+#include "outcore/device/edge.hpp"
 #include "outcore/device/kernel_params.hpp"
 #include "outcore/ops/filter.hpp"
 #include "outcore/tile/grid.hpp"
@@ -18,6 +19,18 @@ class Queue;
 }  // namespace outcore
 
 namespace outcore::ops::detail {
+
+/// Where one tile's input — the tile and its halo, an `EdgePadding` area — meets the
+/// image: image rows [row_lo, row_hi) × columns [col_lo, col_hi) are read into the area
+/// at byte `inside_offset` (rows `area.row_stride` apart); the rest is edge fill.
+struct HaloRegion {
+    EdgePadding area;
+    std::uint64_t row_lo = 0, row_hi = 0, col_lo = 0, col_hi = 0;
+    std::uint64_t inside_offset = 0;
+};
+/// UsageError for a tile outside the image or a stride below an area row.
+[[nodiscard]] HaloRegion halo_region(const ImageShape& image, const tile::TileRect& tile, std::uint32_t halo,
+                                     EdgeMode edge, std::uint64_t stride_bytes);
 
 /// Bytes of one row of the f32 intermediate of a separable tile `out_cols` wide.
 [[nodiscard]] std::uint64_t intermediate_row_bytes(std::uint32_t channels, std::uint64_t out_cols);

@@ -7,7 +7,8 @@
 // UsageError and impossible ones OutOfMemory, never a crash; upload → copy → download
 // is bit-exact for odd sizes and offsets between every pair of kinds and touches
 // nothing outside its range; fill; queue order; events across queues (CUDA
-// semantics); host waits; failures reported once; HostCached flush/invalidate; GEMM.
+// semantics); host waits; failures reported once; HostCached flush/invalidate; GEMM;
+// the edge fill of filter halos.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +32,7 @@
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/device/kernels.hpp"
 #include "outcore/device/registry.hpp"
 #include "support/test_seed.hpp"
 
@@ -623,6 +625,80 @@ TEST_P(DeviceConformance, GemmRefusesWhatItDoesNotSupport) {
     const GemmTileArgs too_small{
         .m = 8, .n = 8, .k = 8, .a = BufferView(m, 0, 255), .lda = 8, .b = m, .ldb = 8, .c = m, .ldc = 8};
     EXPECT_THROW(dev().kernels().gemm(*q, too_small), UsageError);
+    EXPECT_NO_THROW(q->synchronize());
+}
+
+// Edge fill (Kernels::pad_edges) equals pad_edges_host byte for byte: random images,
+// tiles anywhere (corners, edges, inside, tiles smaller than the halo), every edge
+// mode, pixels of 1 to 16 bytes, padded rows; bytes between rows stay untouched.
+TEST_P(DeviceConformance, PadEdgesMatchesTheHostFill) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto q = dev().create_queue();
+    constexpr std::uint32_t kPixelBytes[] = {1, 2, 3, 4, 8, 12, 16};
+    int filled = 0;
+    for (std::uint64_t t = 0; t < outcore::test::scaled(60); ++t) {
+        outcore::EdgePadding a;
+        a.edge = static_cast<outcore::EdgeMode>(rng() % 3);
+        a.pixel_bytes = kPixelBytes[rng() % std::size(kPixelBytes)];
+        a.image_rows = 1 + rng() % 40;
+        a.image_cols = 1 + rng() % 40;
+        const std::uint64_t halo = rng() % 6;
+        const std::uint64_t tile_row = rng() % a.image_rows;
+        const std::uint64_t tile_col = rng() % a.image_cols;
+        const std::uint64_t tile_rows = 1 + rng() % (a.image_rows - tile_row);
+        const std::uint64_t tile_cols = 1 + rng() % (a.image_cols - tile_col);
+        a.rows = tile_rows + 2 * halo;
+        a.cols = tile_cols + 2 * halo;
+        a.top = static_cast<std::int64_t>(tile_row) - static_cast<std::int64_t>(halo);
+        a.left = static_cast<std::int64_t>(tile_col) - static_cast<std::int64_t>(halo);
+        a.row_stride = a.cols * a.pixel_bytes + rng() % 9;
+        SCOPED_TRACE(testing::Message()
+                     << "area " << a.rows << "x" << a.cols << " at (" << a.top << ", " << a.left << ") of a "
+                     << a.image_rows << "x" << a.image_cols << " image, edge " << static_cast<int>(a.edge)
+                     << ", " << a.pixel_bytes << "-byte pixels, stride " << a.row_stride);
+        const std::uint64_t offset = 256 * (rng() % 3);
+        const std::vector<std::byte> initial = random_bytes(rng, offset + a.rows * a.row_stride + 64);
+        std::vector<std::byte> want = initial;
+        outcore::pad_edges_host(want.data() + offset, a);
+        const Block b = make_block(*q, MemoryKind::Device, initial);
+        const BufferView area(b, offset, a.rows * a.row_stride);
+        dev().kernels().pad_edges(*q, {.area = a, .buffer = area});
+        const std::vector<std::byte> got = read(*q, BufferView(b));
+        ASSERT_EQ(got, want);
+        filled += a.crosses_edge() ? 1 : 0;
+    }
+    EXPECT_GT(filled, 0);
+    // Malformed areas are UsageErrors before anything is enqueued.
+    const Block b = dev().allocate({.bytes = 4096});
+    outcore::EdgePadding bad{.pixel_bytes = 4,
+                             .rows = 4,
+                             .cols = 4,
+                             .top = -1,
+                             .left = -1,
+                             .image_rows = 2,
+                             .image_cols = 2,
+                             .row_stride = 16};
+    EXPECT_NO_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}));
+    // Rows -3..0 hold only image row 0; mirroring row -1 reads row 1, which the area lacks.
+    bad.top = -3;
+    bad.edge = outcore::EdgeMode::Mirror;
+    EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError);
+    bad = {.pixel_bytes = 17, .rows = 1, .cols = 1, .image_rows = 1, .image_cols = 1, .row_stride = 17};
+    EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError);
+    bad = {
+        .pixel_bytes = 4, .rows = 2, .cols = 2, .top = 5, .image_rows = 2, .image_cols = 2, .row_stride = 8};
+    EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError) << "no overlap";
+    bad = {
+        .pixel_bytes = 4, .rows = 2, .cols = 2, .top = -1, .image_rows = 2, .image_cols = 2, .row_stride = 4};
+    EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError) << "short stride";
+    bad = {.pixel_bytes = 4,
+           .rows = 64,
+           .cols = 64,
+           .top = -1,
+           .image_rows = 64,
+           .image_cols = 64,
+           .row_stride = 256};
+    EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError) << "view too small";
     EXPECT_NO_THROW(q->synchronize());
 }
 

@@ -12,6 +12,7 @@
 
 #include "outcore/device/block.hpp"
 #include "outcore/device/dtype.hpp"
+#include "outcore/device/edge.hpp"
 #include "outcore/device/kernel_params.hpp"
 
 namespace outcore {
@@ -72,6 +73,21 @@ struct FilterTileArgs {
     const KernelParams* weights = nullptr;
 };
 
+/// Fills the pixels of `area` outside the image from the pixels inside it, per its
+/// edge mode (a filter tile's halo at the image's edge, filled where the tile lies:
+/// the inside part is uploaded straight from the image, the rest made here).
+struct PadEdgesArgs {
+    EdgePadding area{};
+    BufferView buffer{};  ///< the area's pixel (0, 0) at the view's start
+};
+
+/// UsageError unless `area` is well formed: pixel size 1..16, a stride of at least a
+/// row, an overlap with the image, and every outside pixel's source inside it.
+void validate_edge_padding(const EdgePadding& area);
+/// pad_edges on host memory: `base` holds the area. Validates first. The CPU backend's
+/// kernel and the host-side halo fill of the tiled filter (ops::fill_halo) are this.
+void pad_edges_host(std::byte* base, const EdgePadding& area);
+
 class Kernels {
 public:
     Kernels() = default;
@@ -91,11 +107,17 @@ public:
     /// Enqueues one filter tile on `queue`. Throws UsageError for sizes that do not
     /// fit the views or an unsupported type.
     void filter(Queue& queue, const FilterTileArgs& args);
+    /// Enqueues an edge fill (PadEdgesArgs) on `queue`; nothing when the area lies
+    /// inside the image. Throws UsageError for a malformed area (validate_edge_padding)
+    /// or a view too small for it.
+    void pad_edges(Queue& queue, const PadEdgesArgs& args);
 
 private:
     virtual void do_gemm(Queue& queue, const GemmTileArgs& args) = 0;
     /// Optional; the default throws UsageError ("this backend has no filter kernels").
     virtual void do_filter(Queue& queue, const FilterTileArgs& args);
+    /// Optional; the default throws UsageError ("this backend has no edge-fill kernel").
+    virtual void do_pad_edges(Queue& queue, const PadEdgesArgs& args);
     virtual bool do_supports_gemm(DType type, GemmCompute compute) const noexcept = 0;
 };
 

@@ -53,6 +53,13 @@ struct ImageInfo {
     [[nodiscard]] std::uint64_t bytes() const;
 };
 
+/// Image rows in host memory a device can address directly (pinned memory on a
+/// discrete GPU): row r at data + r · row_stride_bytes. A source's is only read.
+struct DirectImage {
+    std::byte* data = nullptr;
+    std::uint64_t row_stride_bytes = 0;
+};
+
 /// Reads row bands of an image.
 class ImageSource {
 public:
@@ -71,6 +78,11 @@ public:
     void read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0, std::uint64_t cols,
                      std::byte* dst, std::uint64_t row_stride_bytes) const;
 
+    /// The image as host memory the device can read directly, if it is that (optional;
+    /// default: none, and tiles go through read_region() and staging). Tiled filters
+    /// then upload each tile's pixels straight from it and fill halos on the device.
+    [[nodiscard]] virtual std::optional<DirectImage> direct_source() const { return std::nullopt; }
+
 protected:
     ImageSource() = default;
     ImageSource(const ImageSource&) = default;
@@ -84,13 +96,6 @@ private:
     /// Default: do_read_rows into a temporary band, then copy the columns.
     virtual void do_read_region(std::uint64_t row0, std::uint64_t rows, std::uint64_t col0,
                                 std::uint64_t cols, std::byte* dst, std::uint64_t row_stride_bytes) const;
-};
-
-/// Image rows in host memory a device can write directly (pinned memory on a
-/// discrete GPU): row r at data + r · row_stride_bytes.
-struct DirectImage {
-    std::byte* data = nullptr;
-    std::uint64_t row_stride_bytes = 0;
 };
 
 /// Takes row bands of an image; commit() publishes it.
@@ -142,8 +147,10 @@ public:
     [[nodiscard]] std::uint64_t row_stride_bytes() const noexcept { return stride_; }
 
     /// Declares that the device can address this memory directly (pinned host memory
-    /// of that device): tiled filters then download output tiles straight into it.
+    /// of that device): tiled filters then upload input tiles straight from it and
+    /// download output tiles straight into it.
     void set_device_readable(bool readable) noexcept { device_readable_ = readable; }
+    [[nodiscard]] std::optional<DirectImage> direct_source() const override;
     [[nodiscard]] std::optional<DirectImage> direct_sink() const override;
 
 private:

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "outcore/device/edge.hpp"
 #include "outcore/device/dtype.hpp"
 #include "outcore/tile/grid.hpp"
 
@@ -41,17 +42,9 @@ enum class FilterKind : unsigned char {
     Conv,      ///< a user kernel of odd side ≤ 15, applied as a correlation
 };
 
-/// What a filter reads beyond the image's edge.
-enum class EdgeMode : unsigned char {
-    /// The nearest edge pixel (… a a | a b c d | d d …).
-    Clamp,
-    /// Reflection about the edge pixel, which is not repeated (… c b | a b c d | c b …):
-    /// OpenCV's BORDER_REFLECT_101. It repeats with period 2(n−1) when the halo is
-    /// wider than the image; a 1-pixel dimension reflects onto its only pixel.
-    Mirror,
-    /// Zero (… 0 0 | a b c d | 0 0 …).
-    Zero,
-};
+/// What a filter reads beyond the image's edge (outcore/device/edge.hpp): the device
+/// kernels that fill halos share it.
+using EdgeMode = outcore::EdgeMode;
 
 /// "gaussian", "box", "sobel", "conv".
 [[nodiscard]] std::string_view to_string(FilterKind kind) noexcept;

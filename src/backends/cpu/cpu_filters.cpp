@@ -365,4 +365,15 @@ void CpuKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     });
 }
 
+void CpuKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {
+    auto* cpu_queue = dynamic_cast<CpuQueue*>(&queue);
+    if (cpu_queue == nullptr || &queue.device() != device_) {
+        throw UsageError(kComponent, "edge fill: the queue belongs to another device");
+    }
+    if (args.buffer.block.device_id != device_->id()) {
+        throw UsageError(kComponent, "edge fill: the area belongs to another device");
+    }
+    cpu_queue->enqueue([base = address_of(args.buffer), area = args.area] { pad_edges_host(base, area); });
+}
+
 }  // namespace outcore::cpu

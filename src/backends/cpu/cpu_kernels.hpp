@@ -25,6 +25,8 @@ private:
     /// Filter tiles (u8/u16/f32, 1–4 channels, Conv2D up to 15×15), vectorized and
     /// split over a shared thread pool on the queue's worker; in cpu_filters.cpp.
     void do_filter(Queue& queue, const FilterTileArgs& args) override;
+    /// pad_edges_host on the queue's worker; in cpu_filters.cpp.
+    void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override;
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;
 
     const Device* device_;

@@ -234,6 +234,28 @@ ShapeList shapes_for(FilterKind op) {
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+/// Area pixels [r0, r1) × [c0, c1), all outside the image: each takes the pixel its
+/// row and column map to (inside the image, so never one this kernel writes) or zero.
+__global__ void pad_edges_kernel(char* base, const EdgePadding a, std::int64_t r0, std::int64_t r1,
+                                 std::int64_t c0, std::int64_t c1) {
+    const std::int64_t k = c0 + static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (k >= c1) return;
+    const auto pixel = static_cast<std::int64_t>(a.pixel_bytes);
+    const auto stride = static_cast<std::int64_t>(a.row_stride);
+    const std::int64_t sx = edge_source_index(a.left + k, static_cast<std::int64_t>(a.image_cols), a.edge);
+    for (std::int64_t i = r0 + static_cast<std::int64_t>(blockIdx.y) * blockDim.y + threadIdx.y; i < r1;
+         i += static_cast<std::int64_t>(gridDim.y) * blockDim.y) {
+        const std::int64_t sy = edge_source_index(a.top + i, static_cast<std::int64_t>(a.image_rows), a.edge);
+        char* to = base + i * stride + k * pixel;
+        if (sx < 0 || sy < 0) {
+            for (std::int64_t b = 0; b < pixel; ++b) to[b] = 0;
+        } else {
+            const char* from = base + (sy - a.top) * stride + (sx - a.left) * pixel;
+            for (std::int64_t b = 0; b < pixel; ++b) to[b] = from[b];
+        }
+    }
+}
+
 }  // namespace
 
 cudaError_t prepare_filter_kernels(int max_shared_bytes) {
@@ -272,6 +294,31 @@ cudaError_t launch_filter(const FilterLaunch& launch, cudaStream_t stream, int m
     (void)cudaGetLastError();
     filter_global_kernel<<<grid, block, shared_bytes, stream>>>(launch);
     return cudaGetLastError();
+}
+
+cudaError_t launch_pad_edges(void* base, const EdgePadding& area, cudaStream_t stream) {
+    const auto rows = static_cast<std::int64_t>(area.rows);
+    const auto cols = static_cast<std::int64_t>(area.cols);
+    // The area's rows and columns inside the image, in area coordinates.
+    const std::int64_t in_r0 = std::max<std::int64_t>(0, -area.top);
+    const std::int64_t in_r1 = std::min(rows, static_cast<std::int64_t>(area.image_rows) - area.top);
+    const std::int64_t in_c0 = std::max<std::int64_t>(0, -area.left);
+    const std::int64_t in_c1 = std::min(cols, static_cast<std::int64_t>(area.image_cols) - area.left);
+    // Rows above and below (full width), then columns left and right of the inside rows.
+    const std::int64_t rects[4][4] = {
+        {0, in_r0, 0, cols}, {in_r1, rows, 0, cols}, {in_r0, in_r1, 0, in_c0}, {in_r0, in_r1, in_c1, cols}};
+    const dim3 block(kBlockX, kBlockY);
+    (void)cudaGetLastError();
+    for (const auto& r : rects) {
+        if (r[0] >= r[1] || r[2] >= r[3]) continue;
+        const dim3 grid(
+            static_cast<unsigned>(ceil_div(r[3] - r[2], kBlockX)),
+            static_cast<unsigned>(std::min<std::int64_t>(ceil_div(r[1] - r[0], kBlockY), kMaxGridY)));
+        pad_edges_kernel<<<grid, block, 0, stream>>>(static_cast<char*>(base), area, r[0], r[1], r[2], r[3]);
+        const cudaError_t status = cudaGetLastError();
+        if (status != cudaSuccess) return status;
+    }
+    return cudaSuccess;
 }
 
 }  // namespace outcore::cuda

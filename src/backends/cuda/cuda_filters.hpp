@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "outcore/device/edge.hpp"
+
 namespace outcore::cuda {
 
 /// Taps that travel inline with the launch: 4096 bytes, DeviceInfo::max_inline_bytes.
@@ -57,5 +59,11 @@ struct FilterLaunch {
 /// both compute the same bits. Returns the launch status.
 [[nodiscard]] cudaError_t launch_filter(const FilterLaunch& launch, cudaStream_t stream, int max_shared_bytes,
                                         bool force_global);
+
+/// Enqueues the edge fill of `area` (outcore/device/edge.hpp), whose pixel (0, 0) is at
+/// device address `base`, on `stream`: one thread per pixel outside the image, each
+/// copying the pixel edge_source_index names on both axes (or writing zeros) — the
+/// host fill's result. The caller validated the area. Returns the launch status.
+[[nodiscard]] cudaError_t launch_pad_edges(void* base, const EdgePadding& area, cudaStream_t stream);
 
 }  // namespace outcore::cuda

@@ -235,4 +235,12 @@ void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     });
 }
 
+void CudaKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {
+    CudaQueue& q = own_queue(queue, "edge fill");
+    check_kernel_view(*device_, "edge fill", "the area", args.buffer, 1);
+    q.submit([base = device_address(args.buffer), area = args.area](cudaStream_t stream) {
+        OUTCORE_CUDA_CHECK(launch_pad_edges(base, area, stream));
+    });
+}
+
 }  // namespace outcore::cuda

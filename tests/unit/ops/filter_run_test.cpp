@@ -4,7 +4,9 @@
 // 2-D tiles and row strips); the budget holds (peak ≤ budget, checked by the Budget
 // adaptor), the intermediate never crosses the link, bytes moved match the plan;
 // budgets below the minimum say the minimum; a failing source fails the run cleanly;
-// a device-readable sink (tiles downloaded straight into it) equals a packed one.
+// a device-readable sink (tiles downloaded straight into it) equals a packed one, and a
+// device-readable source (tiles uploaded straight from it, halos filled on the device)
+// equals the staged path.
 #include "outcore/ops/filter_run.hpp"
 
 #include <gtest/gtest.h>
@@ -288,15 +290,16 @@ struct SinkRun {
 };
 
 SinkRun run_into(Device& dev, const FilterSpec& spec, const Image& im, FilterOptions o,
-                 const std::vector<std::byte>& initial, std::uint64_t stride, bool direct) {
+                 const std::vector<std::byte>& initial, std::uint64_t stride, bool direct,
+                 const io::HostImage* source = nullptr) {
     SinkRun r;
     r.memory = initial;
-    const io::HostImage source(static_cast<const void*>(im.pixels.data()), im.info, im.info.row_bytes());
+    const io::HostImage packed(static_cast<const void*>(im.pixels.data()), im.info, im.info.row_bytes());
     io::HostImage sink(static_cast<void*>(r.memory.data()), im.info, stride);
     sink.set_device_readable(direct);
     EXPECT_EQ(sink.direct_sink().has_value(), direct);
     o.progress = [&r](double f) { r.progress.push_back(f); };
-    r.report = ops::filter(dev, spec, source, sink, o);
+    r.report = ops::filter(dev, spec, source != nullptr ? *source : packed, sink, o);
     return r;
 }
 
@@ -386,6 +389,67 @@ TEST(FilterRun, DirectSinkReportsProgressOncePerBand) {
         EXPECT_DOUBLE_EQ(direct.progress.back(), 1.0);
         EXPECT_EQ(direct.progress, packed.progress);
     }
+}
+
+// --- direct sources ----------------------------------------------------------------
+
+// A device-readable source (tiles uploaded straight from it with 2-D copies, the halo
+// beyond the image's edge filled on the device by Kernels::pad_edges) gives the same
+// bytes as the staged path, for every edge mode, with padded source rows, into a
+// packed and a direct sink; no upload staging, and only the image's own pixels cross
+// the link (fewer bytes than the staged path, which sends the edge fill too).
+TEST(FilterRun, DeviceReadableSourceEqualsTheStagedSourceBitForBit) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto dev = ft::cpu_device();
+    int edge_tiles = 0;
+    for (FilterKind kind : {FilterKind::Gaussian, FilterKind::Box, FilterKind::Sobel, FilterKind::Conv}) {
+        for (EdgeMode edge : ft::kEdgeModes) {
+            const FilterSpec spec = ft::random_spec(kind, edge, rng);
+            const Image im = random_image(rng, 40, 48);
+            const std::uint64_t row_bytes = im.info.row_bytes();
+            // The source's rows sit in padded rows; the padding must never be read.
+            const std::uint64_t src_stride = row_bytes + 1 + rng() % 24;
+            std::vector<std::byte> src(im.info.rows * src_stride, std::byte{0x7F});
+            for (std::uint64_t r = 0; r < im.info.rows; ++r) {
+                std::memcpy(src.data() + r * src_stride, im.pixels.data() + r * row_bytes, row_bytes);
+            }
+            io::HostImage source(static_cast<const void*>(src.data()), im.info, src_stride);
+            EXPECT_FALSE(source.direct_source().has_value());
+            source.set_device_readable(true);
+            ASSERT_TRUE(source.direct_source().has_value());
+            const std::vector<std::byte> initial(im.info.rows * row_bytes, std::byte{0x5A});
+            const std::uint64_t roomy = 64 * im.pixels.size() + 64 * outcore::kKiB;
+            const FilterOptions runs[] = {
+                {.budget_bytes = ops::filter_minimum_budget(*dev, spec, im.info, {})},
+                {.budget_bytes = roomy, .tile_rows = 1 + rng() % 9, .tile_cols = 1 + rng() % 12},
+                {.budget_bytes = roomy, .tile_rows = 1 + rng() % 9, .tile_cols = im.info.cols},
+                {.budget_bytes = roomy},
+            };
+            for (const FilterOptions& o : runs) {
+                const std::string what =
+                    describe(spec, im, o) + ", source stride " + std::to_string(src_stride);
+                const SinkRun staged = run_into(*dev, spec, im, o, initial, row_bytes, false);
+                for (const bool direct_out : {false, true}) {
+                    const SinkRun direct =
+                        run_into(*dev, spec, im, o, initial, row_bytes, direct_out, &source);
+                    expect_equal(
+                        direct.memory, staged.memory,
+                        what + (direct_out ? ", direct sink" : ", packed sink") + ": against staged");
+                    const FilterReport& d = direct.report;
+                    EXPECT_EQ(d.pipeline.upload_count, d.plan.grid.count()) << what;
+                    EXPECT_LE(d.pipeline.bytes_uploaded, staged.report.pipeline.bytes_uploaded) << what;
+                    EXPECT_GE(d.pipeline.bytes_uploaded, im.pixels.size()) << what;
+                    EXPECT_LT(d.pipeline.staging_bytes, staged.report.pipeline.staging_bytes) << what;
+                    EXPECT_LE(d.peak_device_bytes, d.budget_bytes) << what;
+                    if (d.pipeline.bytes_uploaded < staged.report.pipeline.bytes_uploaded) ++edge_tiles;
+                }
+            }
+            EXPECT_EQ(source.direct_source()->data, src.data());
+        }
+    }
+    EXPECT_GT(edge_tiles, 0) << "no run filled an edge on the device";
+    EXPECT_EQ(dev->allocated_bytes(), 0U);
+    EXPECT_EQ(dev->allocation_count(outcore::MemoryKind::HostPinned), 0U);
 }
 
 // Only a writable image is offered as a direct sink.
