@@ -12,7 +12,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <latch>
 #include <numeric>
+#include <thread>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
@@ -184,6 +187,173 @@ void Content::expected(std::uint64_t block, std::uint64_t version, std::span<std
     }
 }
 
+// --- the driver --------------------------------------------------------------------------------
+
+Bench::Bench(Device& device, swap::TieredStore& store, const BenchShape& shape)
+    : store_(store), shape_(shape), content_(shape.seed, shape.unit) {
+    ids_.resize(static_cast<std::size_t>(shape.blocks));
+    versions_.assign(static_cast<std::size_t>(shape.blocks), 0);
+    buffer_ = allocate_host(shape.block, "a block buffer", shape.host_limit);
+    want_ = allocate_host(shape.block, "a block buffer", shape.host_limit);
+    const std::uint64_t units = (shape.block + shape.unit - 1) / shape.unit;
+    workers_.resize(static_cast<std::size_t>(shape.threads));
+    for (Worker& w : workers_) {
+        w.queue = device.create_queue();
+        w.stamps.resize(static_cast<std::size_t>(units * 2 * Content::kStampBytes));
+    }
+}
+
+std::uint64_t Bench::block_bytes(std::uint64_t b) const {
+    return std::min(shape_.block, shape_.working_set - b * shape_.block);
+}
+
+std::uint64_t Bench::owned_blocks(std::uint64_t t) const noexcept {
+    return shape_.blocks / shape_.threads + (t < shape_.blocks % shape_.threads ? 1 : 0);
+}
+
+std::uint64_t Bench::ops_of(std::uint64_t t) const noexcept {
+    return shape_.ops / shape_.threads + (t < shape_.ops % shape_.threads ? 1 : 0);
+}
+
+void Bench::populate() {
+    for (std::uint64_t b = 0; b < shape_.blocks; ++b) {
+        const std::span<std::byte> bytes(buffer_.get(), static_cast<std::size_t>(block_bytes(b)));
+        content_.fill_base(b, 0, bytes);
+        ids_[b] = store_.put(bytes);
+    }
+}
+
+void Bench::access(std::uint64_t t, std::uint64_t b, bool read) {
+    Worker& w = workers_[static_cast<std::size_t>(t)];
+    const Clock::time_point start = Clock::now();
+    swap::Pin pin = store_.acquire(ids_[b], read ? swap::Access::Read : swap::Access::Write);
+    const Clock::time_point acquired = Clock::now();
+    if (read) {
+        check_head(w, b, pin);
+    } else {
+        stamp(w, b, pin);
+    }
+    const Clock::time_point done = Clock::now();
+    pin.release();
+    w.acquire_seconds += std::chrono::duration<double>(acquired - start).count();
+    w.stamp_seconds += std::chrono::duration<double>(done - acquired).count();
+}
+
+void Bench::run_threads(const std::function<void(std::uint64_t)>& body) {
+    for (Worker& w : workers_) w.acquire_seconds = w.stamp_seconds = 0;
+    stop_.store(false);
+    if (shape_.threads == 1) {
+        body(0);
+        return;
+    }
+    std::vector<std::exception_ptr> failures(static_cast<std::size_t>(shape_.threads));
+    std::latch ready(static_cast<std::ptrdiff_t>(shape_.threads));
+    std::exception_ptr start_failure;
+    {
+        std::vector<std::jthread> threads;
+        threads.reserve(static_cast<std::size_t>(shape_.threads));
+        try {
+            for (std::uint64_t t = 0; t < shape_.threads; ++t) {
+                threads.emplace_back([&, t] {
+                    ready.arrive_and_wait();
+                    if (stopped()) return;
+                    try {
+                        body(t);
+                    } catch (...) {
+                        failures[static_cast<std::size_t>(t)] = std::current_exception();
+                        stop_.store(true);
+                    }
+                });
+            }
+        } catch (...) {  // no thread for the rest: release the ones started, then fail
+            start_failure = std::current_exception();
+            stop_.store(true);
+            ready.count_down(static_cast<std::ptrdiff_t>(shape_.threads - threads.size()));
+        }
+    }  // joined
+    if (start_failure) std::rethrow_exception(start_failure);
+    for (const std::exception_ptr& e : failures) {
+        if (e) std::rethrow_exception(e);
+    }
+}
+
+double Bench::mean_acquire_seconds() const noexcept {
+    double sum = 0;
+    for (const Worker& w : workers_) sum += w.acquire_seconds;
+    return sum / static_cast<double>(workers_.size());
+}
+
+double Bench::mean_stamp_seconds() const noexcept {
+    double sum = 0;
+    for (const Worker& w : workers_) sum += w.stamp_seconds;
+    return sum / static_cast<double>(workers_.size());
+}
+
+Bench::Verdict Bench::verify() {
+    Verdict v;
+    const Clock::time_point start = Clock::now();
+    std::vector<std::uint64_t> written(static_cast<std::size_t>(shape_.blocks));
+    std::vector<std::uint64_t> read(static_cast<std::size_t>(shape_.blocks));
+    for (std::uint64_t b = 0; b < shape_.blocks; ++b) {
+        const auto n = static_cast<std::size_t>(block_bytes(b));
+        const std::span<std::byte> got(buffer_.get(), n);
+        const std::span<std::byte> want(want_.get(), n);
+        store_.read(ids_[b], got);
+        content_.expected(b, versions_[b], want);
+        written[b] = swap::checksum(want);
+        read[b] = swap::checksum(got);
+        if (written[b] != read[b] || std::memcmp(got.data(), want.data(), n) != 0) {
+            if (v.mismatched_blocks++ == 0) v.first_mismatch = b;
+        }
+        ++v.blocks;
+        v.bytes += n;
+    }
+    v.checksum_written = swap::checksum(std::as_bytes(std::span(written)));
+    v.checksum_read = swap::checksum(std::as_bytes(std::span(read)));
+    v.seconds = seconds_since(start);
+    return v;
+}
+
+std::uint64_t Bench::sum(std::uint64_t Worker::*field) const noexcept {
+    std::uint64_t n = 0;
+    for (const Worker& w : workers_) n += w.*field;
+    return n;
+}
+
+void Bench::check_head(Worker& w, std::uint64_t b, const swap::Pin& pin) {
+    const BufferView& unit0 = pin.views()[0];
+    const StampRange h = Content::head(unit0.bytes);
+    std::byte got[Content::kStampBytes];
+    std::byte want[Content::kStampBytes];
+    w.queue->download(unit0.sub(h.offset, h.bytes), got);
+    w.queue->synchronize();
+    const std::span<std::byte> expect(want, static_cast<std::size_t>(h.bytes));
+    if (versions_[b] == 0) {
+        content_.fill_base(b, 0, expect);
+    } else {
+        content_.fill_stamp(b, versions_[b], 0, false, expect);
+    }
+    ++w.stamps_checked;
+    if (std::memcmp(got, want, static_cast<std::size_t>(h.bytes)) != 0) ++w.stamp_mismatches;
+}
+
+void Bench::stamp(Worker& w, std::uint64_t b, const swap::Pin& pin) {
+    const std::uint64_t version = versions_[b] + 1;
+    const std::span<const BufferView> views = pin.views();
+    for (std::size_t u = 0; u < views.size(); ++u) {
+        for (const bool is_tail : {false, true}) {
+            const StampRange r = is_tail ? Content::tail(views[u].bytes) : Content::head(views[u].bytes);
+            if (r.bytes == 0) continue;
+            std::byte* staging = w.stamps.data() + (2 * u + (is_tail ? 1 : 0)) * Content::kStampBytes;
+            content_.fill_stamp(b, version, u, is_tail, {staging, static_cast<std::size_t>(r.bytes)});
+            w.queue->upload(staging, views[u].sub(r.offset, r.bytes));
+        }
+    }
+    w.queue->synchronize();
+    versions_[b] = version;  // only once the stamps are on the device
+    ++w.writes;
+}
+
 // --- raw device copies ----------------------------------------------------------------------
 
 RawDeviceBaseline::RawDeviceBaseline(Device& device, std::uint64_t unit_bytes, std::uint64_t footprint_bytes)
@@ -221,27 +391,122 @@ RawDeviceBaseline::RawDeviceBaseline(Device& device, std::uint64_t unit_bytes, s
     queue_->synchronize();
 }
 
-RawRates RawDeviceBaseline::measure(std::uint64_t copies) {
-    const std::size_t count = device_blocks_.size();
-    auto host = [&](std::size_t i) { return pinned_ ? host_blocks_[i].host() : pageable_[i].get(); };
-    RawRates r;
-    r.bytes_each = copies * unit_bytes_;
-    Clock::time_point start = Clock::now();
+double RawDeviceBaseline::time_copies(Queue& queue, bool upload, std::uint64_t copies, std::size_t first,
+                                      std::size_t count) {
+    const Clock::time_point start = Clock::now();
     for (std::uint64_t i = 0; i < copies; ++i) {
         // Different buffers on the two sides, as a swap-in meets a different slot each time.
-        queue_->upload(host(i % count), BufferView(device_blocks_[(i + 1) % count]));
-        queue_->synchronize();
+        std::byte* h = host(first + static_cast<std::size_t>(i % count));
+        const BufferView d(device_blocks_[first + static_cast<std::size_t>((i + 1) % count)]);
+        if (upload) {
+            queue.upload(h, d);
+        } else {
+            queue.download(d, h);
+        }
+        queue.synchronize();
     }
-    const double up = seconds_since(start);
-    start = Clock::now();
-    for (std::uint64_t i = 0; i < copies; ++i) {
-        queue_->download(BufferView(device_blocks_[(i + 1) % count]), host(i % count));
-        queue_->synchronize();
-    }
-    const double down = seconds_since(start);
+    return seconds_since(start);
+}
+
+RawRates RawDeviceBaseline::measure(std::uint64_t copies) {
+    const std::size_t count = device_blocks_.size();
+    RawRates r;
+    r.bytes_each = copies * unit_bytes_;
+    const double up = time_copies(*queue_, true, copies, 0, count);
+    const double down = time_copies(*queue_, false, copies, 0, count);
     r.in_bytes_per_second = up > 0 ? static_cast<double>(r.bytes_each) / up : 0.0;
     r.out_bytes_per_second = down > 0 ? static_cast<double>(r.bytes_each) / down : 0.0;
     return r;
+}
+
+double RawDeviceBaseline::measure_both(std::uint64_t copies) {
+    if (!second_queue_) second_queue_ = device_.create_queue(QueueRole::General);
+    // Disjoint halves (at least one buffer each: the constructor makes at least two), so
+    // the two directions never touch the same bytes.
+    const std::size_t half = device_blocks_.size() / 2;
+    const std::size_t rest = device_blocks_.size() - half;
+    std::latch ready(2);
+    std::exception_ptr failure;
+    Clock::time_point down_end;
+    std::thread downloads([&] {
+        ready.arrive_and_wait();
+        try {
+            (void)time_copies(*second_queue_, false, copies, half, rest);
+        } catch (...) {
+            failure = std::current_exception();
+        }
+        down_end = Clock::now();
+    });
+    ready.arrive_and_wait();
+    const Clock::time_point start = Clock::now();
+    std::exception_ptr up_failure;
+    try {
+        (void)time_copies(*queue_, true, copies, 0, half);
+    } catch (...) {
+        up_failure = std::current_exception();
+    }
+    const Clock::time_point up_end = Clock::now();
+    downloads.join();
+    if (up_failure) std::rethrow_exception(up_failure);
+    if (failure) std::rethrow_exception(failure);
+    const double seconds = std::chrono::duration<double>(std::max(up_end, down_end) - start).count();
+    return seconds > 0 ? static_cast<double>(2 * copies * unit_bytes_) / seconds : 0.0;
+}
+
+// --- both directions in flight --------------------------------------------------------------------
+
+void DirectionOverlap::start(std::size_t capacity) {
+    std::vector<Interval> fresh;
+    fresh.reserve(capacity);
+    const std::lock_guard lock(mutex_);
+    intervals_ = std::move(fresh);
+    dropped_ = 0;
+}
+
+void DirectionOverlap::on_swap(const monitor::SwapEvent& e) noexcept {
+    const bool up = e.kind == monitor::SwapKind::SwapIn && e.from == Tier::Host && e.to == Tier::Device;
+    const bool down = e.kind == monitor::SwapKind::SwapOut && e.from == Tier::Device && e.to == Tier::Host;
+    if ((!up && !down) || e.end_ns <= e.begin_ns) return;
+    const std::lock_guard lock(mutex_);
+    if (intervals_.size() == intervals_.capacity()) {
+        ++dropped_;  // never allocate here
+        return;
+    }
+    intervals_.push_back({e.begin_ns, e.end_ns, up});
+}
+
+double DirectionOverlap::both_seconds() const {
+    struct Edge {
+        std::int64_t ns;
+        int up;    ///< +1 / −1 / 0
+        int down;  ///< +1 / −1 / 0
+    };
+    std::vector<Edge> edges;
+    {
+        const std::lock_guard lock(mutex_);
+        edges.reserve(2 * intervals_.size());
+        for (const Interval& i : intervals_) {
+            edges.push_back({i.begin_ns, i.up ? 1 : 0, i.up ? 0 : 1});
+            edges.push_back({i.end_ns, i.up ? -1 : 0, i.up ? 0 : -1});
+        }
+    }
+    // Ends before begins at the same instant: touching intervals do not overlap.
+    std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) {
+        return a.ns != b.ns ? a.ns < b.ns : a.up + a.down < b.up + b.down;
+    });
+    std::int64_t both_ns = 0;
+    int up = 0, down = 0;
+    for (std::size_t k = 0; k < edges.size(); ++k) {
+        up += edges[k].up;
+        down += edges[k].down;
+        if (up > 0 && down > 0 && k + 1 < edges.size()) both_ns += edges[k + 1].ns - edges[k].ns;
+    }
+    return static_cast<double>(both_ns) * 1e-9;
+}
+
+std::uint64_t DirectionOverlap::dropped() const {
+    const std::lock_guard lock(mutex_);
+    return dropped_;
 }
 
 // --- raw disk I/O ------------------------------------------------------------------------------
@@ -433,6 +698,13 @@ nlohmann::json repetition_json(const Repetition& r) {
         {"device_hit_rate", swap_bench::hit_rate(r.delta.device)},
         {"host_hit_rate", swap_bench::hit_rate(r.delta.host)},
         {"thrash_count", r.delta.thrash_count},
+        {"threads", r.threads},
+        {"device_host_bytes_per_second", r.device_rate()},
+        {"raw_both_ways_bytes_per_second", r.raw_device.both_bytes_per_second > 0
+                                               ? nlohmann::json(r.raw_device.both_bytes_per_second)
+                                               : nlohmann::json()},
+        {"device_host_vs_raw_both_ways", optional_json(r.device_vs_raw_both())},
+        {"both_directions_seconds", r.both_directions_seconds},
     };
     return j;
 }

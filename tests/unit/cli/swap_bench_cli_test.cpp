@@ -1,5 +1,6 @@
 // tests/unit/cli/swap_bench_cli_test.cpp — `outcore swap-bench` run as a process: a
 // small working set that reaches the disk tier, every pattern, verified end to end;
+// several issuing threads (--threads) with the both-ways baseline and its ratio;
 // the --json record's fields and the properties that tie them together; and the exit
 // code and one-line message of bad flags. Without the swap store the command exists
 // and says so (UsageError).
@@ -112,6 +113,13 @@ TEST(SwapBenchCli, EveryPatternReachesDiskAndVerifies) {
         EXPECT_EQ(j["host_budget_bytes"].get<std::uint64_t>(), kHostBudget);
         EXPECT_EQ(j["block_count"].get<std::uint64_t>(), kWorkingSet / kMiB);
         EXPECT_TRUE(j["reaches_disk"].get<bool>());
+        // One thread: no both-ways baseline, and a swap-in never overlaps a dirty eviction
+        // (one thread does both in turn; no prefetcher), so the overlap is exactly zero.
+        EXPECT_EQ(j["threads"].get<std::uint64_t>(), 1U);
+        EXPECT_TRUE(j["raw_both_ways_bytes_per_second"].is_null());
+        EXPECT_TRUE(j["device_host_vs_raw_both_ways"].is_null());
+        EXPECT_EQ(j["both_directions_fraction"].get<double>(), 0.0);
+        EXPECT_GT(j["device_host_bytes_per_second"].get<double>(), 0.0);
         // Twice the host budget: half the blocks start in the spill file, so the device
         // misses and the disk tier serves reads.
         EXPECT_GE(j["stats"]["disk"]["swap_in_bytes"].get<std::uint64_t>(), kWorkingSet - kHostBudget);
@@ -122,6 +130,102 @@ TEST(SwapBenchCli, EveryPatternReachesDiskAndVerifies) {
         }
     }
     EXPECT_TRUE(s.entries().empty()) << "the spill and raw-baseline files are unnamed: nothing left behind";
+}
+
+TEST(SwapBenchCli, ThreadsVerifyEveryByteAndReportBothWays) {
+    // 16 blocks of 1 MiB: 4x the device budget (which holds one pinned block per thread
+    // for up to 4 threads), 2x the host budget. Mostly writes, so victims are dirty and
+    // swap-outs (device -> host) meet swap-ins (host -> device).
+    Scratch s;
+    Scratch out;  // the text run's JSON record
+    std::mt19937_64 rng(outcore::test::seed());
+    // Two threads with the text summary (the record to a file), four with the prefetcher
+    // (the threads' orders interleaved) and the record on stdout.
+    struct Case {
+        std::string threads, pattern;
+        bool text;
+    };
+    for (const Case& c : {Case{"2", "random", true}, Case{"4", "tile-sweep", false}}) {
+        const std::string& threads = c.threads;
+        const std::string seed = std::to_string(rng());
+        const std::string what = threads + " threads, " + c.pattern;
+        const std::string file = out.file("run" + threads + ".json");
+        std::vector<std::string> args = {"swap-bench",
+                                         "--pattern",
+                                         c.pattern,
+                                         "--working-set",
+                                         "16MiB",
+                                         "--unit",
+                                         "1MiB",
+                                         "--device-budget",
+                                         "4MiB",
+                                         "--host-budget",
+                                         "8MiB",
+                                         "--spill-dir",
+                                         s.path().string(),
+                                         "--ops",
+                                         "40",
+                                         "--repeat",
+                                         "2",
+                                         "--read-fraction",
+                                         "0.25",
+                                         "--threads",
+                                         threads,
+                                         "--seed",
+                                         seed,
+                                         "--backend",
+                                         "cpu"};
+        if (c.text) {
+            args.push_back("--json=" + file);
+        } else {
+            args.insert(args.end(), {"--prefetch", "--json"});
+        }
+        const CliRun r = run_cli(s, args);
+        ASSERT_EQ(r.exit_code, 0) << what << ": " << r.err;
+        if (c.text) {
+            EXPECT_NE(r.out.find("both ways at once, " + threads + " threads"), std::string::npos) << r.out;
+            EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+        }
+        const nlohmann::json j = nlohmann::json::parse(c.text ? read_all(file) : r.out);
+        expect_consistent(j, what);  // the bench's own verify: every byte, every stamp
+        EXPECT_EQ(j["threads"].get<std::uint64_t>(), std::stoull(threads));
+        EXPECT_EQ(j["block_count"].get<std::uint64_t>(), 16U);
+        EXPECT_GT(j["writes"].get<std::uint64_t>(), 0U);
+        EXPECT_GT(j["stats"]["device"]["dirty_evictions"].get<std::uint64_t>(), 0U) << what;
+        for (const char* key : {"raw_both_ways_bytes_per_second", "device_host_bytes_per_second",
+                                "device_host_vs_raw_both_ways", "device_host_vs_raw_both_ways_min",
+                                "device_host_vs_raw_both_ways_max"}) {
+            ASSERT_TRUE(j[key].is_number()) << what << ": " << key;
+            EXPECT_GT(j[key].get<double>(), 0.0) << what << ": " << key;
+        }
+        EXPECT_LE(j["device_host_vs_raw_both_ways_min"].get<double>(),
+                  j["device_host_vs_raw_both_ways"].get<double>());
+        EXPECT_LE(j["device_host_vs_raw_both_ways"].get<double>(),
+                  j["device_host_vs_raw_both_ways_max"].get<double>());
+        const double fraction = j["both_directions_fraction"].get<double>();
+        EXPECT_GE(fraction, 0.0) << what;
+        EXPECT_LE(fraction, 1.0) << what;
+        double overlapped = 0;
+        for (const nlohmann::json& run : j["runs"]) {
+            overlapped += run["both_directions_seconds"].get<double>();
+            EXPECT_EQ(run["threads"].get<std::uint64_t>(), std::stoull(threads));
+            const double both = run["raw_both_ways_bytes_per_second"].get<double>();
+            const double device = run["device_host_bytes_per_second"].get<double>();
+            EXPECT_GT(both, 0.0) << what;
+            // The ratio is the store's device<->host rate over the raw both-ways rate, and
+            // that rate is the device<->host bytes over the swap time.
+            EXPECT_NEAR(run["device_host_vs_raw_both_ways"].get<double>(), device / both,
+                        1e-9 * device / both);
+            EXPECT_NEAR(device, run["device_host_bytes"].get<double>() / run["swap_seconds"].get<double>(),
+                        1e-9 * device);
+            EXPECT_GE(run["both_directions_seconds"].get<double>(), 0.0);
+            EXPECT_LE(run["both_directions_seconds"].get<double>(), run["loop_seconds"].get<double>());
+        }
+        // The store moves units with its lock released, each transfer on its own pooled
+        // queue: a dirty eviction of one thread is in flight while another swaps in.
+        EXPECT_GT(overlapped, 0.0) << what << ": swap-outs and swap-ins never overlapped";
+    }
+    EXPECT_TRUE(s.entries().empty());
 }
 
 TEST(SwapBenchCli, TextSummaryAndJsonFileWithPrefetchAndBufferedIo) {
@@ -232,6 +336,10 @@ TEST(SwapBenchCli, BadFlagsAreUsageErrors) {
         {"--read-fraction", "-0.1"},
         {"--read-fraction", "nan"},
         {"--read-fraction", "half"},
+        {"--threads", "0"},
+        {"--threads", "65"},
+        {"--threads", "5"},             // more threads than the 4 blocks
+        {"--threads", "3"},             // the 2 MiB device budget holds 2 pinned blocks, not 3
         {"--device-budget", "512KiB"},  // below one block
         {"--device-budget", "lots"},
         {"--host-budget", "0"},
