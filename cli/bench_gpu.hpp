@@ -44,6 +44,16 @@ struct Timing {
 /// Runs `body` warmup times untimed, then reps times timed.
 [[nodiscard]] Timing time_reps(int warmup, int reps, const std::function<void()>& body);
 
+/// A time_reps run with the process-wide trace on: it records (warm-ups included) to a
+/// file in a fresh temporary folder, which is written after the timed runs and removed
+/// with the folder. Throws UsageError while another trace is being recorded.
+struct TracedTiming {
+    Timing timing;
+    std::uint64_t events = 0;      ///< events the trace file held
+    std::uint64_t file_bytes = 0;  ///< its size
+};
+[[nodiscard]] TracedTiming time_reps_traced(int warmup, int reps, const std::function<void()>& body);
+
 /// Uniform values in [−1, 1) from `seed`, written by all cores.
 void fill_random(float* data, std::uint64_t count, std::uint64_t seed);
 /// Rounds float32 to bfloat16 (nearest even), all cores; dst holds 2-byte values.
@@ -54,8 +64,8 @@ void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count);
 /// The largest error of `samples` entries of C = A·B (column-major, n × n, A and B of
 /// `type` (F32 or BF16 as 2-byte values), C float32) against a float64 reference,
 /// each divided by Σ|a||b| of its dot product (so 1e-7 is float32 rounding).
-[[nodiscard]] double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c, std::uint64_t n,
-                                       DType type, int samples, std::uint64_t seed);
+[[nodiscard]] double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
+                                       std::uint64_t n, DType type, int samples, std::uint64_t seed);
 
 /// Reading `path` start to end with pread in 8 MiB pieces, after asking the kernel to
 /// drop it from the page cache (posix_fadvise DONTNEED): bytes per second.

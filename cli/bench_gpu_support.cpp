@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/io/npy.hpp"
+#include "outcore/monitor/trace.hpp"
 
 namespace outcore::cli::gpu_bench {
 
@@ -58,6 +61,39 @@ double Timing::max() const { return seconds.empty() ? 0 : *std::max_element(seco
 
 nlohmann::json Timing::to_json() const {
     return {{"seconds", seconds}, {"median_s", median()}, {"min_s", min()}, {"max_s", max()}};
+}
+
+TracedTiming time_reps_traced(int warmup, int reps, const std::function<void()>& body) {
+    if (monitor::tracing()) {
+        throw UsageError(kComponent, "the traced GEMM run records its own trace: unset OUTCORE_TRACE");
+    }
+    std::string pattern = (std::filesystem::temp_directory_path() / "outcore-bench-trace-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw_io(pattern, "mkdtemp");
+    struct Folder {
+        std::filesystem::path path;
+        ~Folder() {
+            std::error_code ec;
+            std::filesystem::remove_all(path, ec);
+        }
+    } folder{pattern};
+    const std::filesystem::path file = folder.path / "gemm.trace.json";
+    TracedTiming out;
+    monitor::start_trace(file);
+    try {
+        out.timing = time_reps(warmup, reps, body);
+    } catch (...) {
+        try {
+            (void)monitor::stop_trace();
+        } catch (...) {
+            // the run's own error is the one to report
+        }
+        throw;
+    }
+    out.events = monitor::stop_trace();
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(file, ec);
+    out.file_bytes = ec ? 0 : static_cast<std::uint64_t>(size);
+    return out;
 }
 
 Timing time_reps(int warmup, int reps, const std::function<void()>& body) {
@@ -172,7 +208,8 @@ void write_npy_f32(const std::string& path, const float* data, std::uint64_t n) 
     auto put = [&](const void* p, std::uint64_t bytes, std::uint64_t offset) {
         std::uint64_t done = 0;
         while (done < bytes) {
-            const std::size_t piece = static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, 64 << 20));
+            const std::size_t piece =
+                static_cast<std::size_t>(std::min<std::uint64_t>(bytes - done, 64 << 20));
             const ssize_t w = ::pwrite(fd, static_cast<const std::byte*>(p) + done, piece,
                                        static_cast<off_t>(offset + done));
             if (w < 0 && errno == EINTR) continue;

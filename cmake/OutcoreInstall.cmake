@@ -93,7 +93,7 @@ if(OUTCORE_WITH_TIFF)
   endforeach()
 endif()
 if(OUTCORE_WITH_PROMETHEUS)
-  string(APPEND OUTCORE_PC_DEP_LIBS " -lprometheus-cpp-pull -lprometheus-cpp-core")
+  string(APPEND OUTCORE_PC_DEP_LIBS " -lprometheus-cpp-core")
 endif()
 # The CUDA backend links the CUDA runtime (cuBLAS is loaded at run time with dlopen).
 if("cuda" IN_LIST OUTCORE_BACKENDS)

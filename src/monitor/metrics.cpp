@@ -1,12 +1,23 @@
 // The Prometheus endpoint of outcore/monitor/metrics.hpp. The address parsing and the
 // checks are always built; the server itself only with OUTCORE_WITH_PROMETHEUS=1
-// (src/CMakeLists.txt defines it for this file alone and links prometheus-cpp::pull),
+// (src/CMakeLists.txt defines it for this file alone and links prometheus-cpp::core),
 // else the constructor throws UsageError.
+//
+// The HTTP side is this file's own (one thread, one connection at a time, HTTP/1.0
+// answers), not prometheus-cpp's Exposer: civetweb, under the Exposer, starts its
+// threads with a fixed 100 KiB stack (Debian's build: pthread_attr_setstacksize
+// 0x19000), and glibc carves the process's static TLS out of that stack. OpenBLAS
+// alone has 60 KiB of TLS; libcudart adds 4 KiB aligned to 4 KiB, which left civetweb
+// about 20 KiB, and its first vsnprintf at a scrape overflowed it (SIGSEGV in any
+// process that loaded libcudart; docs/observability.md). A std::thread gets the
+// default stack (8 MiB), TLS or not. prometheus-cpp still writes the text format.
 #include "outcore/monitor/metrics.hpp"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,12 +34,10 @@
 #endif
 
 #if OUTCORE_WITH_PROMETHEUS
-#include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 #include <prometheus/metric_family.h>
+#include <prometheus/text_serializer.h>
 
-#include <atomic>
-#include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
 #endif
@@ -43,10 +52,6 @@ struct Endpoint {
     bool ipv6 = false;
     std::uint16_t port = 0;
     bool loopback = false;
-    /// What civetweb's listening_ports takes: "127.0.0.1:9464", "[::1]:9464".
-    [[nodiscard]] std::string civetweb() const {
-        return ipv6 ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
-    }
 };
 
 [[noreturn]] void bad_listen(std::string_view listen, std::string_view why) {
@@ -117,27 +122,6 @@ socklen_t socket_address(const Endpoint& e, std::uint16_t port, bool reachable,
     return sizeof(sockaddr_in);
 }
 
-/// errno of binding `e` ourselves: why the server could not (EADDRINUSE, EADDRNOTAVAIL...).
-int probe_bind_errno(const Endpoint& e) noexcept {
-    const int fd = ::socket(e.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return errno;
-    sockaddr_storage addr{};
-    const socklen_t len = socket_address(e, e.port, false, addr);
-    const int err = ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0 ? errno : 0;
-    ::close(fd);
-    return err != 0 ? err : EADDRINUSE;  // we could bind it now: it was busy a moment ago
-}
-
-/// Connects to the server and hangs up at once.
-void knock(const Endpoint& e, std::uint16_t port) noexcept {
-    const int fd = ::socket(e.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    if (fd < 0) return;
-    sockaddr_storage addr{};
-    const socklen_t len = socket_address(e, port, true, addr);
-    (void)::connect(fd, reinterpret_cast<const sockaddr*>(&addr), len);  // in progress is enough
-    ::close(fd);
-}
-
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -157,10 +141,9 @@ void add(MetricFamily& f, std::vector<ClientMetric::Label> labels, std::uint64_t
     f.metric.push_back(std::move(m));
 }
 
-/// Reads monitor::snapshot() at every scrape.
-class SnapshotCollectable final : public prometheus::Collectable {
-public:
-    std::vector<MetricFamily> Collect() const override {
+/// Every series, from one monitor::snapshot() (read at every scrape).
+std::vector<MetricFamily> collect() {
+    {
         const Snapshot s = snapshot();
         std::vector<MetricFamily> out;
         const auto per_tier = [&](std::string name, std::string help, std::uint64_t TierGauge::*field) {
@@ -204,7 +187,27 @@ public:
                 s.checksum_failures);
         return out;
     }
-};
+}
+
+/// Sends all of `data`; false when the peer went away or timed out.
+bool send_all(int fd, std::string_view data) noexcept {
+    while (!data.empty()) {
+        const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+/// "HTTP/1.0 <status>" with `body`, then the server closes (no keep-alive).
+std::string http_response(std::string_view status, std::string_view type, std::string_view body, bool head) {
+    std::string r =
+        fmt::format("HTTP/1.0 {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    status, type, body.size());
+    if (!head) r.append(body);
+    return r;
+}
 #endif
 }  // namespace
 
@@ -212,11 +215,96 @@ public:
 
 bool metrics_supported() noexcept { return true; }
 
+namespace {
+
+/// A request's header block may not exceed this (a scrape sends a few hundred bytes).
+constexpr std::size_t kMaxRequestBytes = 16 * 1024;
+/// A client that sends nothing for this long is dropped.
+constexpr int kReadTimeoutMs = 5000;
+/// The pause after accept() failed for want of descriptors or memory.
+constexpr int kBackoffMs = 100;
+
+}  // namespace
+
 struct MetricsServer::Impl {
-    std::shared_ptr<SnapshotCollectable> collectable = std::make_shared<SnapshotCollectable>();
-    std::unique_ptr<prometheus::Exposer> exposer;
-    Endpoint endpoint;
+    int listen_fd = -1;
+    int wake_fd = -1;  ///< eventfd: written by the destructor to stop the thread
     std::uint16_t port = 0;
+    std::thread thread;
+
+    ~Impl() {
+        if (listen_fd >= 0) ::close(listen_fd);
+        if (wake_fd >= 0) ::close(wake_fd);
+    }
+
+    /// Waits for `fd` to be readable; false when stopping or after `timeout_ms` (-1: none).
+    [[nodiscard]] bool wait_readable(int fd, int timeout_ms) const noexcept {
+        pollfd p[2] = {{.fd = fd, .events = POLLIN, .revents = 0},
+                       {.fd = wake_fd, .events = POLLIN, .revents = 0}};
+        for (;;) {
+            const int n = ::poll(p, 2, timeout_ms);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0 || (p[1].revents & POLLIN) != 0) return false;
+            return true;
+        }
+    }
+
+    void serve() noexcept {
+        while (wait_readable(listen_fd, -1)) {
+            const int client = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+            if (client < 0) {
+                // Out of descriptors or memory: the listener stays readable, so wait a
+                // little rather than spin. Anything else (EAGAIN: the peer gave up): next.
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                    (void)wait_readable(wake_fd, kBackoffMs);
+                continue;
+            }
+            try {
+                answer(client);
+            } catch (const std::exception& e) {
+                try {
+                    log::warn(kComponent, "a scrape failed: {}", e.what());
+                } catch (...) {}
+            } catch (...) {}
+            ::close(client);
+        }
+    }
+
+    /// Reads one request and answers it.
+    void answer(int client) const {
+        const timeval timeout{.tv_sec = kReadTimeoutMs / 1000, .tv_usec = 0};
+        (void)::setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+        std::string request;
+        char buffer[4096];
+        while (request.find("\r\n\r\n") == std::string::npos && request.find("\n\n") == std::string::npos) {
+            if (request.size() > kMaxRequestBytes || !wait_readable(client, kReadTimeoutMs)) return;
+            const ssize_t n = ::recv(client, buffer, sizeof buffer, 0);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;
+            request.append(buffer, static_cast<std::size_t>(n));
+        }
+        // "GET /metrics?x HTTP/1.1"
+        const std::string_view line(request.data(), request.find_first_of("\r\n"));
+        const std::size_t sp1 = line.find(' ');
+        const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+        const std::string_view method = line.substr(0, sp1);
+        std::string_view path =
+            sp1 == std::string_view::npos ? std::string_view() : line.substr(sp1 + 1, sp2 - sp1 - 1);
+        path = path.substr(0, path.find('?'));
+        const bool head = method == "HEAD";
+        std::string response;
+        if (method != "GET" && !head) {
+            response = http_response("405 Method Not Allowed", "text/plain", "only GET and HEAD\n", false);
+        } else if (path != "/metrics") {
+            response = http_response("404 Not Found", "text/plain",
+                                     "not found: the metrics are at /metrics\n", head);
+        } else {
+            const std::string body = prometheus::TextSerializer().Serialize(collect());
+            response = http_response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body, head);
+        }
+        (void)send_all(client, response);
+        (void)::shutdown(client, SHUT_WR);
+    }
 };
 
 MetricsServer::MetricsServer(const std::string& listen) : impl_(std::make_unique<Impl>()) {
@@ -227,39 +315,42 @@ MetricsServer::MetricsServer(const std::string& listen) : impl_(std::make_unique
                   "them (memory sizes and rates, no data)",
                   listen);
     }
-    try {
-        // One thread: scrapes come every few seconds and each reads one snapshot.
-        impl_->exposer = std::make_unique<prometheus::Exposer>(e.civetweb(), 1);
-    } catch (const std::exception& ex) {
-        throw IoError(kComponent, fmt::format("cannot serve metrics ({})", ex.what()), probe_bind_errno(e),
-                      listen, "bind");
-    }
-    impl_->exposer->RegisterCollectable(impl_->collectable);
-    const std::vector<int> ports = impl_->exposer->GetListeningPorts();
-    if (ports.empty() || ports.front() <= 0 || ports.front() > 65535) {
-        throw InternalError(kComponent, fmt::format("the server on {} reports no listening port", listen));
-    }
-    impl_->port = static_cast<std::uint16_t>(ports.front());
-    impl_->endpoint = e;
+    const auto fail = [&](const char* operation) {
+        const int err = errno;
+        throw IoError(
+            kComponent,
+            fmt::format("cannot serve metrics on {}: {} failed: {}", listen, operation, std::strerror(err)),
+            err, listen, operation);
+    };
+    impl_->listen_fd = ::socket(e.ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (impl_->listen_fd < 0) fail("socket");
+    const int on = 1;
+    // A restarted process may rebind while old connections linger in TIME_WAIT; a port
+    // another socket listens on stays busy (Linux).
+    (void)::setsockopt(impl_->listen_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (e.ipv6) (void)::setsockopt(impl_->listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    sockaddr_storage addr{};
+    socklen_t len = socket_address(e, e.port, false, addr);
+    if (::bind(impl_->listen_fd, reinterpret_cast<const sockaddr*>(&addr), len) != 0) fail("bind");
+    if (::listen(impl_->listen_fd, 16) != 0) fail("listen");
+    len = sizeof addr;
+    if (::getsockname(impl_->listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) fail("getsockname");
+    impl_->port = ntohs(e.ipv6 ? reinterpret_cast<const sockaddr_in6&>(addr).sin6_port
+                               : reinterpret_cast<const sockaddr_in&>(addr).sin_port);
+    impl_->wake_fd = ::eventfd(0, EFD_CLOEXEC);
+    if (impl_->wake_fd < 0) fail("eventfd");
+    // One thread: scrapes come every few seconds and each reads one snapshot. Its stack
+    // is the default (the reason for this server: see the top of this file).
+    impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
 }
 
 MetricsServer::~MetricsServer() {
-    // civetweb's listener polls its sockets in 2 s quanta and looks at its stop flag only
-    // between them, so stopping takes up to 2 s. Knocking on the port while it stops
-    // ends the poll at once. Without a thread for it, it is just slower.
-    std::atomic<bool> stopped{false};
-    std::thread knocker;
-    try {
-        knocker = std::thread([&] {
-            while (!stopped.load()) {
-                knock(impl_->endpoint, impl_->port);
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-        });
-    } catch (...) {}
-    impl_->exposer.reset();
-    stopped.store(true);
-    if (knocker.joinable()) knocker.join();
+    // Wakes the thread out of poll at once; a scrape in progress finishes first.
+    const std::uint64_t one = 1;
+    if (::write(impl_->wake_fd, &one, sizeof one) < 0) {
+        // cannot happen for an eventfd below its maximum; the thread would then stay in poll
+    }
+    if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 std::uint16_t MetricsServer::port() const { return impl_->port; }

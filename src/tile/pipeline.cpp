@@ -9,6 +9,7 @@
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/monitor/device_time.hpp"
 #include "outcore/monitor/hooks.hpp"
 #include "outcore/monitor/intervals.hpp"
 
@@ -348,8 +349,10 @@ std::int64_t Pipeline::now_ns() const noexcept {
 }
 
 Pipeline::Interval* Pipeline::begin_busy(unsigned queue) {
+    // Devices whose queues time their own work (CUDA events) report it themselves.
+    const bool trace = monitor::observed() && !monitor::device_timed(device_->id());
     std::deque<Interval>* list = options_.measure_busy ? &intervals_[queue]
-                                 : monitor::observed() ? &traced_[queue]
+                                 : trace               ? &traced_[queue]
                                                        : nullptr;
     if (list == nullptr) return nullptr;
     Interval* interval = &list->emplace_back();
@@ -361,7 +364,7 @@ void Pipeline::end_busy(unsigned queue, Interval* interval, std::uint64_t bytes,
     if (interval == nullptr) return;
     queues_[queue]->host_task([this, queue, interval, bytes, name] {
         interval->end_ns = now_ns();
-        if (!monitor::observed()) return;
+        if (!monitor::observed() || monitor::device_timed(device_->id())) return;
         static constexpr std::array<const char*, kQueueCount> kTrack{"upload", "compute", "download"};
         static constexpr std::array<monitor::OpKind, kQueueCount> kKind{
             monitor::OpKind::Upload, monitor::OpKind::Kernel, monitor::OpKind::Download};
@@ -476,6 +479,7 @@ void Pipeline::issue_front_upload() {
     const BufferView dst = s.view.sub(u.offset, u.bytes);
     Queue& q = *queues_[kUpload];
     wait_hazards(kUpload, s.track, Access::Write);
+    const monitor::OpNameScope traced("upload");  // claims the copy for device-timed traces
     Interval* busy = begin_busy(kUpload);
     if (u.staging == kDirect && u.shape.rows > 0) {
         q.upload_2d(u.host, dst, u.shape);
@@ -548,7 +552,10 @@ void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFuncti
         issue_ready_uploads();
         for (const SlotAccess& a : accesses) wait_hazards(kCompute, slots_[a.slot.index].track, a.access);
         Interval* busy = begin_busy(kCompute);
-        enqueue(*queues_[kCompute]);
+        {
+            const monitor::OpNameScope op_name(name);  // claims and names device-timed kernels
+            enqueue(*queues_[kCompute]);
+        }
         end_busy(kCompute, busy, 0, name);
         for (const SlotAccess& a : accesses) note_access(kCompute, slots_[a.slot.index].track, a.access);
         ++stats_.compute_count;
@@ -615,6 +622,7 @@ void Pipeline::download(SlotId src, std::uint64_t offset, std::uint64_t bytes, D
         const std::uint32_t track = slots_[src.index].track;
         Queue& q = *queues_[kDownload];
         wait_hazards(kDownload, track, Access::Read);
+        const monitor::OpNameScope traced("download");  // claims the copy for device-timed traces
         Interval* busy = begin_busy(kDownload);
         q.copy(from, BufferView(down_staging_[index], 0, bytes));
         end_busy(kDownload, busy, bytes);
@@ -662,6 +670,7 @@ void Pipeline::download_to(SlotId src, std::uint64_t offset, void* host, std::ui
         const std::uint32_t track = slots_[src.index].track;
         Queue& q = *queues_[kDownload];
         wait_hazards(kDownload, track, Access::Read);
+        const monitor::OpNameScope traced("download");  // claims the copy for device-timed traces
         Interval* busy = begin_busy(kDownload);
         q.download(from, host);
         end_busy(kDownload, busy, bytes);
@@ -688,6 +697,7 @@ void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, cons
         const std::uint32_t track = slots_[src.index].track;
         Queue& q = *queues_[kDownload];
         wait_hazards(kDownload, track, Access::Read);
+        const monitor::OpNameScope traced("download");  // claims the copy for device-timed traces
         Interval* busy = begin_busy(kDownload);
         q.download_2d(from, host, shape);
         end_busy(kDownload, busy, shape.rows * shape.width_bytes);

@@ -1,6 +1,6 @@
-// outcore/monitor/metrics.hpp — a Prometheus endpoint: an HTTP server (prometheus-cpp's
-// Exposer) whose /metrics reads monitor::snapshot() at every scrape, so the numbers
-// are as fresh as the scrape and cost nothing between scrapes.
+// outcore/monitor/metrics.hpp — a Prometheus endpoint: a small HTTP server (one thread;
+// prometheus-cpp writes the text format) whose /metrics reads monitor::snapshot() at
+// every scrape, so the numbers are as fresh as the scrape and cost nothing between.
 //
 //   monitor::MetricsServer server("127.0.0.1:0");      // port 0: a free port
 //   fmt::print("scrape http://127.0.0.1:{}/metrics\n", server.port());
@@ -29,7 +29,7 @@ namespace outcore::monitor {
 /// Whether this build serves metrics (it was built with prometheus-cpp).
 [[nodiscard]] bool metrics_supported() noexcept;
 
-/// Serves /metrics for its lifetime (RAII; its threads are prometheus-cpp's).
+/// Serves /metrics for its lifetime (RAII; one thread of its own).
 class MetricsServer {
 public:
     /// Listens on `listen`, "HOST:PORT": an IPv4 address, "localhost", or an IPv6 one

@@ -9,6 +9,7 @@
 #include "cuda_device.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
+#include "outcore/monitor/hooks.hpp"
 
 namespace outcore::cuda {
 
@@ -41,6 +42,34 @@ Where where_of_host(const void* pointer) noexcept {
         default: return Where::Pageable;
     }
 }
+
+/// The trace track of a queue's role (Pipeline's queue names; General queues are not traced).
+std::string_view track_of(QueueRole role) noexcept {
+    switch (role) {
+        case QueueRole::Upload: return "upload";
+        case QueueRole::Download: return "download";
+        default: return "compute";
+    }
+}
+
+/// How a traced copy between `a` and `b` is named (docs/tracing.md).
+monitor::OpKind copy_kind(Where a, Where b) noexcept {
+    if (a != Where::Device && b == Where::Device) return monitor::OpKind::Upload;
+    if (a == Where::Device && b != Where::Device) return monitor::OpKind::Download;
+    return monitor::OpKind::DeviceCopy;
+}
+
+std::string_view copy_name(monitor::OpKind kind) noexcept {
+    switch (kind) {
+        case monitor::OpKind::Upload: return "upload";
+        case monitor::OpKind::Download: return "download";
+        default: return "copy";
+    }
+}
+
+/// Anchors older than this are replaced: cudaEventElapsedTime is a float of
+/// milliseconds, whose resolution coarsens with the distance from the anchor.
+constexpr std::int64_t kReanchorNs = 1'000'000'000;
 
 void warn_noexcept(const char* what, cudaError_t rc) noexcept {
     (void)cudaGetLastError();
@@ -116,6 +145,9 @@ bool CudaEvent::do_query() {
 CudaQueue::CudaQueue(CudaDevice& device, QueueRole role) : Queue(device, role), cuda_device_(&device) {
     use_device(device.ordinal());
     OUTCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // This backend's queues report their copies and kernels themselves (device-timed)
+    // while a monitor observes: layers that time queue work with host tasks skip it.
+    monitor::set_device_timed(device.id());
     try {
         worker_ = std::thread([this] { run_worker(); });
     } catch (...) {
@@ -139,6 +171,15 @@ CudaQueue::~CudaQueue() {
         warn_noexcept("cudaSetDevice", rc);
     if (const cudaError_t rc = cudaStreamSynchronize(stream_); rc != cudaSuccess) {
         warn_noexcept("cudaStreamSynchronize in a queue's destructor", rc);
+    }
+    if (op_log_) {
+        (void)op_log_->poll();  // the stream has drained: every timed op is reported
+        published_log_.store(nullptr, std::memory_order_release);
+        op_log_.reset();
+    }
+    if (anchor_stream_ != nullptr) {
+        if (const cudaError_t rc = cudaStreamDestroy(anchor_stream_); rc != cudaSuccess)
+            warn_noexcept("cudaStreamDestroy (anchor stream)", rc);
     }
     if (failure_) {
         try {
@@ -184,7 +225,76 @@ cublasHandle_t CudaQueue::cublas() {
 }
 
 void CudaQueue::submit(GpuOp op) {
+    if (monitor::observed()) {
+        const std::string_view name = monitor::current_op_name();
+        op = timed(std::move(op), monitor::OpKind::Kernel, name.empty() ? "compute" : name, 0);
+    }
     push(Item{.kind = ItemKind::Gpu, .op = std::move(op), .task = {}, .slot = {}});
+}
+
+void CudaQueue::prepare_timing() {
+    if (!op_log_) {
+        use_device(cuda_device_->ordinal());
+        if (anchor_stream_ == nullptr)
+            OUTCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&anchor_stream_, cudaStreamNonBlocking));
+        if (!timing_) timing_ = std::make_unique<TimingEvents>(cuda_device_->ordinal());
+        op_log_ = std::make_unique<monitor::DeviceOpLog>(*timing_);
+        published_log_.store(op_log_.get(), std::memory_order_release);
+    }
+    if (op_log_->has_anchor() && monitor::now_ns() - op_log_->anchor_ns() < kReanchorNs) return;
+    use_device(cuda_device_->ordinal());
+    cudaEvent_t anchor = timing_->acquire();
+    monitor::ClockAnchor at{};
+    try {
+        at = take_anchor(anchor, anchor_stream_);
+    } catch (...) {
+        timing_->release(TimingEvents::stamp(anchor));
+        throw;
+    }
+    op_log_->set_anchor(TimingEvents::stamp(anchor), at);
+}
+
+CudaQueue::GpuOp CudaQueue::timed(GpuOp op, monitor::OpKind kind, std::string_view name,
+                                  std::uint64_t bytes) {
+    // General queues (the swap store's, one-off copies) are not queue tracks: the swap
+    // store reports its moves on the swap track itself.
+    // Only what a layer claimed (monitor::OpNameScope: Pipeline's work) is traced.
+    if (!monitor::observed() || !monitor::op_scope_open() || timing_failed_ || role() == QueueRole::General)
+        return op;
+    try {
+        prepare_timing();
+        (void)op_log_->poll();  // reports what has finished since the last op
+        cudaEvent_t begin = timing_->acquire();
+        cudaEvent_t end = nullptr;
+        try {
+            end = timing_->acquire();
+        } catch (...) {
+            timing_->release(TimingEvents::stamp(begin));
+            throw;
+        }
+        const std::shared_ptr<monitor::TimedOp> handle =
+            op_log_->add(monitor::OpEvent{.kind = kind,
+                                          .queue = track_of(role()),
+                                          .name = name,
+                                          .bytes = bytes,
+                                          .device_id = cuda_device_->id()},
+                         TimingEvents::stamp(begin), TimingEvents::stamp(end));
+        // Abandons the op when the last copy of the work dies without having run it
+        // (a failed queue skips it): the log then drops it instead of waiting.
+        const std::shared_ptr<monitor::TimedOp> guard(handle.get(),
+                                                      [handle](monitor::TimedOp* t) { t->abandon(); });
+        return [op, begin, end, guard](cudaStream_t stream) {
+            OUTCORE_CUDA_CHECK(cudaEventRecord(begin, stream));
+            op(stream);
+            OUTCORE_CUDA_CHECK(cudaEventRecord(end, stream));
+            guard->issued();
+        };
+    } catch (const std::exception& e) {
+        timing_failed_ = true;
+        log::warn(kComponent, "tracing: cannot time this queue's work with CUDA events ({}); not traced",
+                  e.what());
+        return op;
+    }
 }
 
 void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
@@ -204,13 +314,14 @@ void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange 
         return;
     }
     const ItemKind kind = a == Where::Pageable || b == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
-    push(Item{.kind = kind,
-              .op =
-                  [from, to, n](cudaStream_t stream) {
-                      OUTCORE_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyDefault, stream));
-                  },
-              .task = {},
-              .slot = {}});
+    GpuOp op = [from, to, n](cudaStream_t stream) {
+        OUTCORE_CUDA_CHECK(cudaMemcpyAsync(to, from, n, cudaMemcpyDefault, stream));
+    };
+    if (monitor::observed()) {
+        const monitor::OpKind traced = copy_kind(a, b);
+        op = timed(std::move(op), traced, copy_name(traced), bytes);
+    }
+    push(Item{.kind = kind, .op = std::move(op), .task = {}, .slot = {}});
 }
 
 void CudaQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
@@ -238,14 +349,15 @@ void CudaQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2
         return;
     }
     const ItemKind kind = h == Where::Pageable || d == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
-    push(Item{.kind = kind,
-              .op =
-                  [from, to, from_pitch, to_pitch, width, rows](cudaStream_t stream) {
-                      OUTCORE_CUDA_CHECK(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows,
-                                                           cudaMemcpyDefault, stream));
-                  },
-              .task = {},
-              .slot = {}});
+    GpuOp op = [from, to, from_pitch, to_pitch, width, rows](cudaStream_t stream) {
+        OUTCORE_CUDA_CHECK(
+            cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows, cudaMemcpyDefault, stream));
+    };
+    if (monitor::observed()) {
+        const monitor::OpKind traced = up ? copy_kind(h, d) : copy_kind(d, h);
+        op = timed(std::move(op), traced, copy_name(traced), shape.rows * shape.width_bytes);
+    }
+    push(Item{.kind = kind, .op = std::move(op), .task = {}, .slot = {}});
 }
 
 void CudaQueue::do_fill(const BufferView& dst, std::byte value) {
@@ -257,11 +369,9 @@ void CudaQueue::do_fill(const BufferView& dst, std::byte value) {
             .kind = ItemKind::Host, .op = {}, .task = [to, v, n] { std::memset(to, v, n); }, .slot = {}});
         return;
     }
-    push(
-        Item{.kind = ItemKind::Gpu,
-             .op = [to, v, n](cudaStream_t stream) { OUTCORE_CUDA_CHECK(cudaMemsetAsync(to, v, n, stream)); },
-             .task = {},
-             .slot = {}});
+    GpuOp op = [to, v, n](cudaStream_t stream) { OUTCORE_CUDA_CHECK(cudaMemsetAsync(to, v, n, stream)); };
+    if (monitor::observed()) op = timed(std::move(op), monitor::OpKind::Kernel, "fill", 0);
+    push(Item{.kind = ItemKind::Gpu, .op = std::move(op), .task = {}, .slot = {}});
 }
 
 void CudaQueue::do_record(Event& event) {
@@ -296,6 +406,10 @@ void CudaQueue::do_synchronize() {
         failure = std::exchange(failure_, nullptr);
     }
     const cudaError_t rc = cudaStreamSynchronize(stream_);
+    // Any thread may synchronize: the log is reached through its published pointer.
+    if (monitor::DeviceOpLog* timed_ops = published_log_.load(std::memory_order_acquire);
+        timed_ops != nullptr && rc == cudaSuccess)
+        (void)timed_ops->poll();
     if (failure) {
         if (rc != cudaSuccess) (void)cudaGetLastError();
         std::rethrow_exception(failure);  // the first failure wins

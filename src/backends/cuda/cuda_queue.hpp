@@ -27,6 +27,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -34,12 +35,15 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
-#include "outcore/device/block.hpp"
+#include "cuda_timing.hpp"
 #include "device/last_record.hpp"
+#include "outcore/device/block.hpp"
 #include "outcore/device/event.hpp"
 #include "outcore/device/queue.hpp"
+#include "outcore/monitor/device_time.hpp"
 
 namespace outcore::cuda {
 
@@ -109,6 +113,8 @@ public:
 
     /// Submits GPU work in queue order: at once on the calling thread when nothing is
     /// deferred, else after what is. Kernels use this. One submitting thread at a time.
+    /// While a monitor observes and the submitting thread has a monitor::OpNameScope
+    /// open, the work is timed with CUDA events and reported as a kernel of that name.
     void submit(GpuOp op);
     /// The queue's cuBLAS handle, bound to its stream with its own workspace, made on
     /// first use. Call from the submitting thread only. Throws BackendError/OutOfMemory.
@@ -138,6 +144,14 @@ private:
     void do_host_task(std::function<void()> task) override;
     void do_synchronize() override;
 
+    /// `op` between two timing events, reported to the monitors once the GPU has run it,
+    /// when a monitor observes and an OpNameScope is open (not on General queues); else
+    /// `op` itself. Never throws for the timing: without
+    /// events it logs and returns `op`.
+    [[nodiscard]] GpuOp timed(GpuOp op, monitor::OpKind kind, std::string_view name, std::uint64_t bytes);
+    /// Makes the event pool, the op log and the anchor on first use; re-anchors every second.
+    void prepare_timing();
+
     /// Runs `item` directly if it may and nothing is deferred, else defers it.
     void push(Item item);
     /// Runs an item on the submitting thread (mutex_ held, nothing deferred). Throws.
@@ -150,6 +164,14 @@ private:
     cudaStream_t stream_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     Block cublas_workspace_;
+
+    // Device timing of copies and kernels, made at the first traced op (submitting
+    // thread). op_log_ gives its events back to timing_, so it is destroyed first.
+    std::unique_ptr<TimingEvents> timing_;
+    std::unique_ptr<monitor::DeviceOpLog> op_log_;
+    std::atomic<monitor::DeviceOpLog*> published_log_{nullptr};  ///< op_log_, for synchronize()
+    cudaStream_t anchor_stream_ = nullptr;                       ///< idle: anchors are recorded here
+    bool timing_failed_ = false;                                 ///< warned once; ops run untimed
 
     std::mutex mutex_;
     std::condition_variable work_cv_;  ///< the worker waits here for work or stop

@@ -1,8 +1,10 @@
 // MetricsServer: address checks (always), and where outcore was built with
 // prometheus-cpp: /metrics over a loopback socket shows every series with the values a
 // registered Source put in; an ephemeral port; a busy port is an IoError; a
-// non-loopback address logs a warning; and the real Prometheus server (Debian's
-// /usr/bin/prometheus) scrapes it and answers a query for outcore_bytes_resident.
+// non-loopback address logs a warning; other paths are 404s; a silent client delays
+// nothing; a process with libcudart loaded serves (the civetweb stack overflow); and
+// the real Prometheus server (Debian's /usr/bin/prometheus) scrapes it and answers a
+// query for outcore_bytes_resident.
 #include "outcore/monitor/metrics.hpp"
 
 #include <arpa/inet.h>
@@ -225,11 +227,67 @@ TEST(MetricsThreads, StopsPromptlyAfterAScrape) {
     SKIP_WITHOUT_PROMETHEUS_CPP();
     auto server = std::make_unique<MetricsServer>("127.0.0.1:0");
     ASSERT_TRUE(http_get(server->port(), "/metrics"));
-    std::this_thread::sleep_for(50ms);  // the listener is back in its (2 s) poll
+    std::this_thread::sleep_for(50ms);  // the listener is back in its poll
     const auto start = std::chrono::steady_clock::now();
     server.reset();
-    // civetweb alone takes up to 2 s here; generous for a loaded machine and sanitizers.
+    // Generous for a loaded machine and sanitizers.
     EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+}
+
+TEST(MetricsThreads, AClientThatSendsNothingDelaysNeitherStopNorLaterScrapes) {
+    SKIP_WITHOUT_PROMETHEUS_CPP();
+    auto server = std::make_unique<MetricsServer>("127.0.0.1:0");
+    const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(silent, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server->port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(silent, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    std::this_thread::sleep_for(50ms);  // the server now waits for this client's request
+    const auto start = std::chrono::steady_clock::now();
+    server.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms) << "stop waits for no request";
+    ::close(silent);
+}
+
+TEST(MetricsThreads, OtherPathsAre404AndAQueryStringIsIgnored) {
+    SKIP_WITHOUT_PROMETHEUS_CPP();
+    MetricsServer server("127.0.0.1:0");
+    EXPECT_FALSE(http_get(server.port(), "/")) << "only /metrics answers 200";
+    EXPECT_FALSE(http_get(server.port(), "/metricsx"));
+    const std::optional<std::string> query = http_get(server.port(), "/metrics?name[]=x");
+    ASSERT_TRUE(query) << "a query string is ignored";
+    EXPECT_NE(query->find("outcore_bytes_resident"), std::string::npos);
+    // Still serving after the 404s.
+    EXPECT_TRUE(http_get(server.port(), "/metrics"));
+}
+
+// The endpoint once died at the first scrape in any process that loaded libcudart:
+// civetweb's 100 KiB thread stacks, minus the static TLS of OpenBLAS and libcudart
+// (docs/observability.md). This runs the first scrape test again in a child with
+// libcudart preloaded, where the CUDA toolkit is installed.
+TEST(MetricsThreads, ScrapesWithLibcudartLoaded) {
+    SKIP_WITHOUT_PROMETHEUS_CPP();
+    std::string cudart;
+    std::error_code ec;
+    for (const char* dir : {"/usr/local/cuda/lib64", "/usr/lib/x86_64-linux-gnu"}) {
+        for (const auto& entry : fs::directory_iterator(dir, ec)) {
+            const std::string name = entry.path().filename().string();
+            if (name.rfind("libcudart.so.", 0) == 0 && cudart.empty()) cudart = entry.path().string();
+        }
+    }
+    if (cudart.empty()) GTEST_SKIP() << "no libcudart.so.N installed";
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    ASSERT_FALSE(ec);
+    // ASan wants its runtime first in the library list; the preload comes before it.
+    const std::string command = fmt::format(
+        "ASAN_OPTIONS=\"${{ASAN_OPTIONS:+$ASAN_OPTIONS:}}verify_asan_link_order=0\" LD_PRELOAD={} {} "
+        "--gtest_filter=MetricsThreads.ServesEverySeriesFromTheSnapshot > /dev/null 2>&1",
+        cudart, self.string());
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died (signal " << WTERMSIG(status) << ") with " << cudart;
+    EXPECT_EQ(WEXITSTATUS(status), 0) << command;
 }
 
 TEST(MetricsThreads, ABusyPortIsAnIoError) {

@@ -1,0 +1,227 @@
+// Device-timed tracing on a real GPU (skipped without one): while a monitor observes,
+// CudaQueue times the copies and kernels a layer claimed (monitor::OpNameScope) with
+// CUDA events and reports them itself — unclaimed work is not reported;
+// a copy's interval is > 0 and lies inside the host interval that enqueued and
+// synchronized it; kernels carry the OpNameScope name; a traced out-of-core GEMM
+// reports each upload once (Pipeline skips device-timed devices), its bytes adding
+// up to the pipeline's count even with the rate probe on; nothing is reported while
+// nothing observes. And
+// `outcore bench gpu` reports the traced/untraced ratio of the f32 GEMM case.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_test_support.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/device/kernels.hpp"
+#include "outcore/device/queue.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/monitor/device_time.hpp"
+#include "outcore/monitor/hooks.hpp"
+#include "outcore/ops/gemm.hpp"
+#include "support/test_seed.hpp"
+
+namespace {
+
+using outcore::Block;
+using outcore::BufferView;
+using outcore::kMiB;
+using outcore::MemoryKind;
+using outcore::QueueRole;
+using outcore::monitor::OpEvent;
+using outcore::monitor::OpKind;
+using CudaTraceTest = outcore::cuda::test::CudaTest;
+
+/// How far a device time may fall outside the host interval around it: the anchor's
+/// window (re-taken while wider than 20 µs) plus cudaEventElapsedTime's ~0.5 µs.
+constexpr std::int64_t kSlackNs = 100'000;
+
+class Collector final : public outcore::monitor::Observer {
+public:
+    struct Seen {
+        OpKind kind;
+        std::string queue;
+        std::string name;
+        std::uint64_t bytes;
+        std::int64_t begin_ns;
+        std::int64_t end_ns;
+    };
+    void on_op(const OpEvent& e) noexcept override {
+        std::lock_guard lock(mutex_);
+        seen_.push_back({e.kind, std::string(e.queue), std::string(e.name), e.bytes, e.begin_ns, e.end_ns});
+    }
+    std::vector<Seen> seen() {
+        std::lock_guard lock(mutex_);
+        return seen_;
+    }
+
+private:
+    std::mutex mutex_;
+    std::vector<Seen> seen_;
+};
+
+TEST_F(CudaTraceTest, ACopyIsTimedByTheDeviceInsideItsHostInterval) {
+    const std::uint64_t bytes = 64 * kMiB;
+    Block host = dev().allocate({.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "test.host"});
+    Block device = dev().allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "test.device"});
+    auto q = dev().create_queue(QueueRole::Upload);
+    Collector c;
+    std::int64_t t0 = 0, t1 = 0;
+    {
+        const outcore::monitor::ObserverRegistration reg(c);
+        q->upload(host.host(), BufferView(device));  // observed, but claimed by no layer: not reported
+        q->synchronize();
+        const outcore::monitor::OpNameScope claimed("upload");
+        q->upload(host.host(), BufferView(device));  // first traced op: takes the anchor
+        q->synchronize();
+        t0 = outcore::monitor::now_ns();
+        q->upload(host.host(), BufferView(device));
+        q->download(BufferView(device), host.host());
+        q->synchronize();
+        t1 = outcore::monitor::now_ns();
+    }
+    const auto seen = c.seen();
+    ASSERT_EQ(seen.size(), 3U);
+    for (const auto& s : seen) {
+        EXPECT_EQ(s.queue, "upload");
+        EXPECT_EQ(s.bytes, bytes);
+        EXPECT_GT(s.end_ns, s.begin_ns) << "64 MiB take tens of microseconds";
+    }
+    EXPECT_EQ(seen[1].kind, OpKind::Upload);
+    EXPECT_EQ(seen[1].name, "upload");
+    EXPECT_EQ(seen[2].kind, OpKind::Download);
+    EXPECT_EQ(seen[2].name, "download");
+    EXPECT_GE(seen[1].begin_ns, t0 - kSlackNs);
+    EXPECT_LE(seen[2].end_ns, t1 + kSlackNs);
+    EXPECT_LE(seen[1].end_ns, seen[2].begin_ns + kSlackNs) << "one stream: in order";
+    // 64 MiB cannot cross PCIe/NVLink-C2C faster than ~1 TB/s: the duration is real.
+    EXPECT_GT(seen[1].end_ns - seen[1].begin_ns, static_cast<std::int64_t>(bytes / 1000));
+}
+
+TEST_F(CudaTraceTest, KernelsCarryTheirScopeNameAndNothingIsReportedUnobserved) {
+    const std::uint64_t n = 256;
+    Block a = dev().allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "test.a"});
+    Block b = dev().allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "test.b"});
+    Block cm = dev().allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "test.c"});
+    auto q = dev().create_queue(QueueRole::Compute);
+    const outcore::GemmTileArgs args{.type = outcore::DType::F32,
+                                     .m = n,
+                                     .n = n,
+                                     .k = n,
+                                     .a = BufferView(a),
+                                     .lda = n,
+                                     .b = BufferView(b),
+                                     .ldb = n,
+                                     .c = BufferView(cm),
+                                     .ldc = n,
+                                     .alpha = 1.0,
+                                     .beta = 0.0};
+    Collector c;
+    q->fill(BufferView(a), std::byte{0});  // unobserved: not reported to anyone later
+    q->synchronize();
+    {
+        const outcore::monitor::ObserverRegistration reg(c);
+        {
+            const outcore::monitor::OpNameScope claimed("");
+            q->fill(BufferView(b), std::byte{0});
+        }
+        q->fill(BufferView(b), std::byte{0});  // unclaimed: not reported
+        {
+            const outcore::monitor::OpNameScope name("gemm");
+            dev().kernels().gemm(*q, args);
+        }
+        q->synchronize();
+    }
+    const auto seen = c.seen();
+    ASSERT_GE(seen.size(), 2U);
+    EXPECT_EQ(seen.front().name, "fill");
+    EXPECT_EQ(seen.front().queue, "compute");
+    for (std::size_t i = 1; i < seen.size(); ++i) {
+        EXPECT_EQ(seen[i].kind, OpKind::Kernel);
+        EXPECT_EQ(seen[i].name, "gemm");
+        EXPECT_GE(seen[i].end_ns, seen[i].begin_ns);
+    }
+}
+
+TEST_F(CudaTraceTest, ATracedGemmReportsEachCopyOnce) {
+    std::mt19937_64 rng(outcore::test::seed());
+    const std::uint64_t n = 1024;
+    std::vector<float> a(n * n), b(n * n), c(n * n);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    outcore::io::HostMatrix ha(a.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
+    outcore::io::HostMatrix hb(b.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
+    outcore::io::HostMatrix hc(c.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
+    outcore::ops::GemmOptions o{.type = outcore::DType::F32};  // the device's working set
+    o.measure_rates = true;  // its copies and GEMMs are not the pipeline's: not reported
+    Collector col;
+    outcore::ops::GemmReport r;
+    {
+        const outcore::monitor::ObserverRegistration reg(col);
+        r = outcore::ops::gemm(dev(), ha, hb, hc, o);
+    }
+    std::uint64_t up = 0, down = 0, kernels = 0;
+    for (const auto& s : col.seen()) {
+        if (s.queue == "upload" && s.kind == OpKind::Upload) up += s.bytes;
+        if (s.queue == "download" && s.kind == OpKind::Download) down += s.bytes;
+        if (s.queue == "compute" && s.kind == OpKind::Kernel) {
+            ++kernels;
+            EXPECT_EQ(s.name, "gemm");
+        }
+    }
+    EXPECT_EQ(up, r.pipeline.bytes_uploaded);
+    EXPECT_EQ(down, r.pipeline.bytes_downloaded);
+    EXPECT_EQ(kernels, r.pipeline.compute_count) << "one cuBLAS call per compute step";
+}
+
+/// The built `outcore` next to this test binary (build/tests/.. /cli/outcore), or "".
+std::string find_cli() {
+    if (const char* env = std::getenv("OUTCORE_CLI")) return env;
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return {};
+    const std::filesystem::path cli = self.parent_path().parent_path() / "cli" / "outcore";
+    return std::filesystem::exists(cli, ec) ? cli.string() : std::string();
+}
+
+TEST_F(CudaTraceTest, BenchGpuReportsTheTraceOverheadOfTheF32Gemm) {
+    const std::string cli = find_cli();
+    if (cli.empty()) GTEST_SKIP() << "no outcore binary next to the tests (set OUTCORE_CLI)";
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("outcore-trace-bench-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string json_file = (dir / "bench.json").string();
+    const std::string command = cli + " bench gpu --n 2048 --reps 1 --warmup 0 --skip-npy --skip-cublasxt" +
+                                " --skip-blur --json " + json_file + " > " + (dir / "out.txt").string() +
+                                " 2>&1";
+    const int rc = std::system(command.c_str());
+    std::ifstream out((dir / "out.txt").string());
+    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(rc, 0) << text;
+    std::ifstream in(json_file);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(j.contains("trace_overhead")) << text;
+    const nlohmann::json& t = j["trace_overhead"];
+    EXPECT_GT(t["ratio"].get<double>(), 0.0);
+    EXPECT_NEAR(t["ratio"].get<double>(),
+                t["traced"]["median_s"].get<double>() / t["untraced"]["median_s"].get<double>(), 1e-9);
+    EXPECT_GT(t["trace_events"].get<std::uint64_t>(), 0U);
+    bool row = false;
+    for (const nlohmann::json& r : j["table"])
+        row = row || r["case"].get<std::string>().find("traced") != std::string::npos;
+    EXPECT_TRUE(row) << "the table has the traced / untraced row";
+    EXPECT_NE(text.find("traced"), std::string::npos);
+}
+
+}  // namespace
