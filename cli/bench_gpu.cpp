@@ -58,7 +58,7 @@ struct BenchFlags {
     bool skip_xt_default = false;
     bool skip_blur = false;
     bool skip_gemm = false;  // the standard out-of-core GEMM cases (--explore ones still run)
-    std::string blur_size;  // default: n
+    std::string blur_size;   // default: n
     bool force = false;
     std::vector<std::string> explore;  // TYPE:SCHEDULE:MxNxK
 };

@@ -33,7 +33,8 @@ struct XtApi {
 template <typename F>
 void resolve(void* library, const char* symbol, F& out) {
     void* address = ::dlsym(library, symbol);
-    if (address == nullptr) throw BackendError(kComponent, fmt::format("cuBLAS lacks {}", symbol), 0, "dlsym");
+    if (address == nullptr)
+        throw BackendError(kComponent, fmt::format("cuBLAS lacks {}", symbol), 0, "dlsym");
     out = reinterpret_cast<F>(address);
 }
 
