@@ -22,6 +22,13 @@ namespace outcore::swap::detail {
 
 class PinnedPool;
 
+/// Frees pageable host memory made for a unit: aligned to kSpillAlignment, so the spill
+/// file's O_DIRECT reads and writes use it without a bounce copy.
+struct AlignedDelete {
+    void operator()(std::byte* p) const noexcept;
+};
+using PageableBytes = std::unique_ptr<std::byte[], AlignedDelete>;
+
 /// One host copy: a slot of the pinned pool, or pageable memory. Move-only; gives its
 /// memory back on destruction. Empty (data() == nullptr) means "no host copy".
 class HostBuffer {
@@ -34,7 +41,8 @@ public:
     ~HostBuffer() { reset(); }
 
     /// A pinned slot if the pool has one (or can make one) and `bytes` is at least half
-    /// a slot, else pageable memory (a small tail unit would waste a pinned slot).
+    /// a slot, else pageable memory (a small tail unit would waste a pinned slot): a
+    /// buffer the pool kept from an earlier copy when there is one of this size.
     /// Throws OutOfMemory (tier Host) only when pageable memory is refused.
     [[nodiscard]] static HostBuffer allocate(PinnedPool& pool, std::uint64_t bytes);
 
@@ -47,12 +55,9 @@ private:
     std::byte* data_ = nullptr;
     PinnedPool* pool_ = nullptr;  ///< set for a pinned slot
     std::uint32_t slot_ = 0;
-    /// Frees pageable memory from allocate(): aligned to kSpillAlignment, so the spill
-    /// file's O_DIRECT reads and writes use it without a bounce copy.
-    struct AlignedDelete {
-        void operator()(std::byte* p) const noexcept;
-    };
-    std::unique_ptr<std::byte[], AlignedDelete> pageable_;
+    PageableBytes pageable_;
+    PinnedPool* keeper_ = nullptr;  ///< for pageable memory: the pool that may keep it
+    std::uint64_t pageable_bytes_ = 0;
 };
 
 /// Pinned (HostPinned) unit-sized slots, made on demand up to a fixed count and kept
@@ -78,6 +83,18 @@ public:
     [[nodiscard]] std::uint32_t slot_count() const;
     [[nodiscard]] std::uint32_t free_count() const;
 
+    /// Pageable buffers of exactly slot_bytes are kept when freed, up to this many,
+    /// and handed out again: a fresh 16 MiB buffer page-faults on its first write
+    /// (4,096 faults, about 2 GB/s), which would cap every swap-out into pageable
+    /// memory. At most kKeptPageable × slot_bytes of host memory sits unused.
+    static constexpr std::uint32_t kKeptPageable = 8;
+    /// A kept pageable buffer of `bytes`, or null.
+    [[nodiscard]] PageableBytes take_pageable(std::uint64_t bytes) noexcept;
+    /// Keeps `buffer` (of `bytes`) for take_pageable if it is slot-sized and there is
+    /// room; otherwise it is freed.
+    void keep_pageable(PageableBytes buffer, std::uint64_t bytes) noexcept;
+    [[nodiscard]] std::uint32_t kept_pageable_count() const;
+
 private:
     Device& device_;
     const std::uint64_t slot_bytes_;
@@ -86,6 +103,7 @@ private:
     std::uint32_t growing_ = 0;  // slots being allocated right now
     std::vector<Block> slots_;   // index = slot number
     std::vector<std::uint32_t> free_;
+    std::vector<PageableBytes> kept_;  // at most kKeptPageable, each slot_bytes
 };
 
 struct Object;
