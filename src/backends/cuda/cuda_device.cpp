@@ -119,7 +119,7 @@ cudaEvent_t EventPool::acquire() {
     }
     use_device(ordinal_);
     cudaEvent_t e = nullptr;
-    OUTCORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    OUTCORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, flags_));
     return e;
 }
 

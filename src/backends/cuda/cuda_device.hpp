@@ -42,7 +42,10 @@ private:
 /// short-lived: pooling keeps cudaEventCreate off the submission path. Thread-safe.
 class EventPool {
 public:
-    explicit EventPool(int ordinal) noexcept : ordinal_(ordinal) {}
+    /// Events of device `ordinal`, made with `flags` (default: no timing, the cheapest;
+    /// the trace's device timestamps use cudaEventDefault).
+    explicit EventPool(int ordinal, unsigned flags = cudaEventDisableTiming) noexcept
+        : ordinal_(ordinal), flags_(flags) {}
     EventPool(const EventPool&) = delete;
     EventPool& operator=(const EventPool&) = delete;
     ~EventPool();
@@ -54,6 +57,7 @@ public:
 
 private:
     int ordinal_;
+    unsigned flags_;
     std::mutex mutex_;
     std::vector<cudaEvent_t> free_;
 };

@@ -6,27 +6,6 @@
 
 namespace outcore::cuda {
 
-TimingEvents::~TimingEvents() {
-    for (cudaEvent_t e : free_) {
-        if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
-    }
-}
-
-cudaEvent_t TimingEvents::acquire() {
-    {
-        std::lock_guard lock(mutex_);
-        if (!free_.empty()) {
-            cudaEvent_t e = free_.back();
-            free_.pop_back();
-            return e;
-        }
-    }
-    use_device(ordinal_);
-    cudaEvent_t e = nullptr;
-    OUTCORE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault));
-    return e;
-}
-
 bool TimingEvents::done(Stamp stamp) noexcept {
     const cudaError_t rc = cudaEventQuery(reinterpret_cast<cudaEvent_t>(stamp));
     if (rc == cudaSuccess) return true;
@@ -46,15 +25,7 @@ bool TimingEvents::elapsed_ms(Stamp from, Stamp to, double& ms) noexcept {
     return true;
 }
 
-void TimingEvents::release(Stamp stamp) noexcept {
-    auto* e = reinterpret_cast<cudaEvent_t>(stamp);
-    try {
-        std::lock_guard lock(mutex_);
-        free_.push_back(e);
-    } catch (...) {
-        if (cudaEventDestroy(e) != cudaSuccess) (void)cudaGetLastError();
-    }
-}
+void TimingEvents::release(Stamp stamp) noexcept { pool_.release(reinterpret_cast<cudaEvent_t>(stamp)); }
 
 monitor::ClockAnchor take_anchor(cudaEvent_t event, cudaStream_t idle_stream, int tries) {
     // The event keeps only its last record, so the last window is the one returned: try

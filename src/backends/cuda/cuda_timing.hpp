@@ -12,9 +12,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <mutex>
-#include <vector>
-
+#include "cuda_device.hpp"
 #include "outcore/monitor/device_time.hpp"
 
 namespace outcore::cuda {
@@ -22,13 +20,13 @@ namespace outcore::cuda {
 /// A pool of timing-enabled events of one device, and the StampSource over them.
 class TimingEvents final : public monitor::StampSource {
 public:
-    explicit TimingEvents(int ordinal) noexcept : ordinal_(ordinal) {}
-    ~TimingEvents() override;
+    explicit TimingEvents(int ordinal) noexcept : pool_(ordinal, cudaEventDefault) {}
+    ~TimingEvents() override = default;
     TimingEvents(const TimingEvents&) = delete;
     TimingEvents& operator=(const TimingEvents&) = delete;
 
     /// A free event, created if none is. Throws BackendError.
-    [[nodiscard]] cudaEvent_t acquire();
+    [[nodiscard]] cudaEvent_t acquire() { return pool_.acquire(); }
     [[nodiscard]] static Stamp stamp(cudaEvent_t event) noexcept { return reinterpret_cast<Stamp>(event); }
 
     [[nodiscard]] bool done(Stamp stamp) noexcept override;
@@ -36,9 +34,7 @@ public:
     void release(Stamp stamp) noexcept override;
 
 private:
-    int ordinal_;
-    std::mutex mutex_;
-    std::vector<cudaEvent_t> free_;
+    EventPool pool_;  ///< timing-enabled events
 };
 
 /// Records `event` on `idle_stream` (a stream with nothing queued), waits for it, and
