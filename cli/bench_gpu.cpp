@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -152,6 +153,35 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         record["link"] = {{"copy_bytes", bytes}, {"h2d_Bps", h2d}, {"d2h_Bps", d2h}, {"both_Bps", both}};
         say(fmt::format("link: host→device {}, device→host {}, both at once {}", gbs(h2d), gbs(d2h),
                         gbs(both)));
+        // 2-D uploads as the tiled GEMM issues them (runs of a column-major matrix of leading
+        // dimension n): one stream, and the same runs split over two streams.
+        const std::uint64_t pitch = n * 4;
+        auto up2 = dev.create_queue(QueueRole::Upload);
+        nlohmann::json runs = nlohmann::json::array();
+        for (const std::uint64_t width : {32 * kKiB, 64 * kKiB}) {
+            const std::uint64_t runs_2d = bytes / width;
+            if (pitch < 2 * width || runs_2d * pitch > nn * 4 || runs_2d < 2) continue;
+            const Copy2D all{.width_bytes = width,
+                             .rows = runs_2d,
+                             .host_pitch_bytes = pitch,
+                             .buffer_pitch_bytes = width};
+            Copy2D half = all;
+            half.rows = runs_2d / 2;
+            const std::uint64_t half_bytes = half.rows * width;
+            const double one = copy_rate({[&] { up->upload_2d(a.data(), BufferView(d0), all); }}, {up.get()},
+                                         runs_2d * width, r);
+            const double two = copy_rate({[&] { up->upload_2d(a.data(), BufferView(d0), half); },
+                                          [&] {
+                                              up2->upload_2d(a.data() + half.rows * pitch,
+                                                             BufferView(d0, half_bytes, half_bytes), half);
+                                          }},
+                                         {up.get(), up2.get()}, half_bytes, r);
+            runs.push_back({{"width_bytes", width}, {"one_stream_Bps", one}, {"two_streams_Bps", two}});
+            say(fmt::format(
+                "link, 2-D host→device runs of {} (pitch {}): {} on one stream, {} split over two",
+                format_size(width), format_size(pitch), gbs(one), gbs(two)));
+        }
+        record["link"]["upload_2d"] = runs;
     }
 
     // --- in-core cuBLAS ----------------------------------------------------------------
@@ -469,7 +499,11 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ops::FilterReport last;
         const Timing t = time_reps(warmup, reps, [&] { last = ops::filter(dev, spec, src, dst, o); });
         o.measure_busy = true;  // busy times from one more run that measures them
-        last = ops::filter(dev, spec, src, dst, o);
+        const auto plan_start = std::chrono::steady_clock::now();
+        const tile::FilterPlan blur_plan = ops::plan_filter(dev, spec, info, o);
+        const double plan_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - plan_start).count();
+        last = ops::execute_filter(dev, blur_plan, spec, src, dst, o);
         const double bytes = static_cast<double>(pixels * 4);
         const double bound_s = std::max({bytes / h2d, bytes / d2h, 2 * bytes / both});
         record["blur"] = {{"size", blur},
@@ -484,7 +518,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                             {"compute", last.compute_busy_seconds},
                             {"download", last.download_busy_seconds},
                             {"read", last.read_busy_seconds}}},
-                          {"peak_device_bytes", last.peak_device_bytes}};
+                          {"peak_device_bytes", last.peak_device_bytes},
+                          {"tiles", last.plan.grid.count()},
+                          {"busy_run", {{"plan_s", plan_s}, {"execute_s", last.seconds}}}};
         say(fmt::format(
             "Gaussian σ=8 {}² f32, budget {}: {} ({} of the PCIe bound {}), moved {}, hidden {}, "
             "busy up/compute/down/fill {:.3f}/{:.3f}/{:.3f}/{:.3f} s",
