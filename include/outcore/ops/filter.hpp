@@ -25,8 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "outcore/device/edge.hpp"
 #include "outcore/device/dtype.hpp"
+#include "outcore/device/edge.hpp"
 #include "outcore/tile/grid.hpp"
 
 namespace outcore {
