@@ -81,78 +81,69 @@ std::uint32_t TraceRecorder::track_locked(std::uint64_t device_id, std::string_v
     return static_cast<std::uint32_t>(tracks_.size() - 1);
 }
 
-void TraceRecorder::on_allocate(const AllocationEvent& event) noexcept {
-    try {
-        std::lock_guard lock(mutex_);
-        if (records_.size() >= options_.max_events) {
-            ++dropped_;
-        } else {
-            (void)push_locked(Record{.begin_ns = event.time_ns,
-                                     .end_ns = event.time_ns,
-                                     .a = event.bytes,
-                                     .name = intern_locked(event.tag),
-                                     .track = track_locked(detail::kOwnTrack, detail::kAllocationTrack),
-                                     .type = Type::Allocate,
-                                     .kind = static_cast<unsigned char>(event.kind)});
-        }
-    } catch (...) {
-        // interning ran out of memory: the event is lost, the run is not
-    }
-    want_counters();
-}
-
-void TraceRecorder::on_free(const AllocationEvent& event) noexcept {
-    try {
-        std::lock_guard lock(mutex_);
-        if (records_.size() >= options_.max_events) {
-            ++dropped_;
-        } else {
-            (void)push_locked(Record{.begin_ns = event.time_ns,
-                                     .end_ns = event.time_ns,
-                                     .a = event.bytes,
-                                     .track = track_locked(detail::kOwnTrack, detail::kAllocationTrack),
-                                     .type = Type::Free,
-                                     .kind = static_cast<unsigned char>(event.kind)});
-        }
-    } catch (...) {}
-    want_counters();
-}
-
-void TraceRecorder::on_op(const OpEvent& event) noexcept {
+template <class Make>
+void TraceRecorder::record(const Make& make) noexcept {
     try {
         std::lock_guard lock(mutex_);
         if (records_.size() >= options_.max_events) {
             ++dropped_;
             return;
         }
-        (void)push_locked(Record{.begin_ns = event.begin_ns,
-                                 .end_ns = std::max(event.end_ns, event.begin_ns),
-                                 .a = event.bytes,
-                                 .name = intern_locked(event.name),
-                                 .track = track_locked(event.device_id, event.queue),
-                                 .type = Type::Op,
-                                 .kind = static_cast<unsigned char>(event.kind)});
-    } catch (...) {}
+        (void)push_locked(make());
+    } catch (...) {
+        // interning ran out of memory: the event is lost, the run is not
+    }
+}
+
+void TraceRecorder::on_allocate(const AllocationEvent& event) noexcept {
+    record([&] {
+        return Record{.begin_ns = event.time_ns,
+                      .end_ns = event.time_ns,
+                      .a = event.bytes,
+                      .name = intern_locked(event.tag),
+                      .track = track_locked(detail::kOwnTrack, detail::kAllocationTrack),
+                      .type = Type::Allocate,
+                      .kind = static_cast<unsigned char>(event.kind)};
+    });
+    want_counters();
+}
+
+void TraceRecorder::on_free(const AllocationEvent& event) noexcept {
+    record([&] {
+        return Record{.begin_ns = event.time_ns,
+                      .end_ns = event.time_ns,
+                      .a = event.bytes,
+                      .track = track_locked(detail::kOwnTrack, detail::kAllocationTrack),
+                      .type = Type::Free,
+                      .kind = static_cast<unsigned char>(event.kind)};
+    });
+    want_counters();
+}
+
+void TraceRecorder::on_op(const OpEvent& event) noexcept {
+    record([&] {
+        return Record{.begin_ns = event.begin_ns,
+                      .end_ns = std::max(event.end_ns, event.begin_ns),
+                      .a = event.bytes,
+                      .name = intern_locked(event.name),
+                      .track = track_locked(event.device_id, event.queue),
+                      .type = Type::Op,
+                      .kind = static_cast<unsigned char>(event.kind)};
+    });
 }
 
 void TraceRecorder::on_swap(const SwapEvent& event) noexcept {
-    try {
-        std::lock_guard lock(mutex_);
-        if (records_.size() >= options_.max_events) {
-            ++dropped_;
-        } else {
-            (void)push_locked(
-                Record{.begin_ns = event.begin_ns,
-                       .end_ns = std::max(event.end_ns, event.begin_ns),
-                       .a = event.bytes,
-                       .track = track_locked(detail::kOwnTrack, detail::kSwapTrack),
-                       .type = Type::Swap,
-                       .kind = static_cast<unsigned char>(event.kind),
-                       .from = static_cast<unsigned char>(event.from),
-                       .to = static_cast<unsigned char>(static_cast<unsigned>(event.to) |
-                                                        (event.dirty ? detail::kDirtyBit : 0U))});
-        }
-    } catch (...) {}
+    record([&] {
+        return Record{.begin_ns = event.begin_ns,
+                      .end_ns = std::max(event.end_ns, event.begin_ns),
+                      .a = event.bytes,
+                      .track = track_locked(detail::kOwnTrack, detail::kSwapTrack),
+                      .type = Type::Swap,
+                      .kind = static_cast<unsigned char>(event.kind),
+                      .from = static_cast<unsigned char>(event.from),
+                      .to = static_cast<unsigned char>(static_cast<unsigned>(event.to) |
+                                                       (event.dirty ? detail::kDirtyBit : 0U))};
+    });
     want_counters();
 }
 

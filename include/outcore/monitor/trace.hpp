@@ -95,6 +95,10 @@ private:
     class Sink;
 
     bool push_locked(const Record& record) noexcept;
+    /// Takes the lock; drops (and counts) the event when the recorder is full, else
+    /// records make() — built only then, as it interns names and finds tracks.
+    template <class Make>
+    void record(const Make& make) noexcept;
     std::uint32_t intern_locked(std::string_view text);
     std::uint32_t track_locked(std::uint64_t device_id, std::string_view queue);
     void want_counters() noexcept;
