@@ -115,6 +115,52 @@ void add_prefetch(const Context& cx, GemmSchedule s, const Axis& am, const Axis&
     out.device_bytes += std::uint64_t{extra} * chunk;
 }
 
+// The slowest chain of ring waits over `tiles` C tiles (mean tiles, full k chunks).
+// A streamed operand's ring of `slots` chunks: chunk j + slots goes up only after
+// GEMM j is done, so every chain j, j + slots, j + 2·slots, ... runs its uploads and
+// GEMMs one after the other. With k_chunks a multiple of slots, one chain holds the
+// same chunk of every tile; the full chunks' chain is then the slowest, and a short
+// last chunk (k = 589 as 512 + 77) leaves the big ones serialized (up + GEMM each).
+// Otherwise the chains rotate and each carries its share of all chunks.
+double ring_chain_seconds(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+                          const GemmPlan& c, double tiles) {
+    const double flops = cx.limits.compute_flops;
+    const auto k = static_cast<double>(cx.problem.k);
+    const auto w = static_cast<double>(cx.w);
+    const double mm = static_cast<double>(am.sum) / static_cast<double>(am.count);
+    const double mn = static_cast<double>(an.sum) / static_cast<double>(an.count);
+    const bool a_streamed = s != GemmSchedule::APanelResident;
+    const bool b_streamed = s != GemmSchedule::BPanelResident;
+    const std::uint32_t ring = std::max(1U, s == GemmSchedule::SquareC ? std::min(c.a_slots, c.b_slots)
+                                            : a_streamed               ? c.a_slots
+                                                                       : c.b_slots);
+    const auto kc = static_cast<double>(ak.count);
+    const double kt = ak.count % ring == 0 ? static_cast<double>(ak.tile) : k / kc;
+    const double up = ((a_streamed ? mm * kt : 0.0) + (b_streamed ? kt * mn : 0.0)) * w;
+    const double operand =
+        tiles * kc / static_cast<double>(ring) * (cx.link.up_seconds(up) + 2.0 * mm * mn * kt / flops);
+    // Likewise the C ring: tile j + c_slots takes tile j's slot once it is down. With
+    // β ≠ 0 its C goes up then, and the uploads issued after it (its own operand
+    // chunks) wait behind it on the in-order upload channel.
+    // Tiles go row by row (rows of B panels run along m); with a row's length a
+    // multiple of c_slots, each chain holds one column of full tiles, not the mean.
+    const std::uint32_t c_ring = std::max(1U, c.c_slots);
+    const bool along_m = s == GemmSchedule::BPanelResident;
+    const Axis& row = along_m ? am : an;
+    const bool same_column = row.count % c_ring == 0;
+    const double cm = along_m && same_column ? static_cast<double>(am.tile) : mm;
+    const double cn = !along_m && same_column ? static_cast<double>(an.tile) : mn;
+    const double c_bytes = cm * cn * static_cast<double>(cx.wc);
+    const double tile_operands = ((a_streamed ? cm * k : 0.0) + (b_streamed ? k * cn : 0.0)) * w;
+    const double tile_gemm = 2.0 * cm * cn * k / flops;
+    const double before_down =
+        cx.problem.beta_nonzero
+            ? cx.link.up_seconds(c_bytes) + std::max(cx.link.up_seconds(tile_operands), tile_gemm)
+            : tile_gemm;
+    const double result = tiles / static_cast<double>(c_ring) * (before_down + cx.link.down_seconds(c_bytes));
+    return std::max(operand, result);
+}
+
 // The model's run time of a costed candidate (docs/tiling.md, "time model").
 double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
                         const GemmPlan& c) {
@@ -136,33 +182,43 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
     // A panel ring of one slot (one chunk, no prefetch) cannot take the next panel
     // until the current one is used up: its uploads and the GEMMs then alternate.
     const bool one_panel_slot = s != GemmSchedule::SquareC && ak.count + c.prefetch_chunks < 2;
+    const double mm = static_cast<double>(am.sum) / static_cast<double>(am.count);
+    const double mn = static_cast<double>(an.sum) / static_cast<double>(an.count);
+    auto chain = [&](double tiles) { return ring_chain_seconds(cx, s, am, an, ak, c, tiles); };
     if (s == GemmSchedule::SquareC || per_row < 2) {
         // Streaming: small chunks flow through rings, so the link and the GEMMs overlap
         // except at the ends. Compute-bound: fill + compute; link-bound: every upload
         // back to back, then the last chunk's GEMM. Drain and call costs on top.
         if (one_panel_slot) return c.transfer_seconds + c.compute_seconds + fixed;
         const double fill = cx.link.up_seconds((tm * tk + tk * tn) * w + c_up);
-        return std::max(fill + c.compute_seconds, c.transfer_seconds + step) + fixed;
+        const double tiles = static_cast<double>(am.count) * static_cast<double>(an.count);
+        return std::max({fill + c.compute_seconds, c.transfer_seconds + step, chain(tiles)}) + fixed;
     }
     // Panels: phases, each as long as the slower of its link and compute work. The
     // first tile waits for the whole first panel; the middle tiles of a row stream
     // their operand and prefetch the next panel into the spare chunk slots; the
     // last tile of a row and the first of the next overlap the rest of that panel,
     // which can only go up as the old panel's chunks are released.
-    const double chunk = (a_panel ? tm * tk : tk * tn) * w;
+    // Phases use the mean tile of each axis, so that their bytes and flops add up to
+    // the problem's exactly: with full tiles, a small tail (213 of 512 rows) was
+    // charged as a whole tile, which overestimated link-bound runs by 1.5x.
+    const double mk = k / static_cast<double>(ak.count);
+    const double chunk = (a_panel ? mm * mk : mk * mn) * w;
     const double panel = chunk * static_cast<double>(ak.count);
-    const double streamed = (a_panel ? k * tn : tm * k) * w;  // per C tile
-    const double tile_s = 2.0 * tm * tn * k / flops;
+    const double streamed = (a_panel ? k * mn : mm * k) * w;  // per C tile
+    const double tile_s = 2.0 * mm * mn * k / flops;
+    const double c_mean = mm * mn * static_cast<double>(cx.wc);
+    const double c_mean_up = cx.problem.beta_nonzero ? c_mean : 0.0;
     // A phase of `tiles` C tiles (tiles·k_chunks GEMM steps) overlaps its link and
     // compute work chunk by chunk: the slower side plus one step of the faster one
     // (a two-stage pipeline: n·max(a, b) + min(a, b)). Coarse chunks pay for it.
     const auto steps_per_tile = static_cast<double>(ak.count);
     auto phase = [&](double tiles, double extra_up) {
         if (tiles <= 0 && extra_up <= 0) return 0.0;
-        const double link = cx.link.seconds(tiles * (streamed + c_up) + extra_up, tiles * c_tile);
+        const double link = cx.link.seconds(tiles * (streamed + c_mean_up) + extra_up, tiles * c_mean);
         const double compute = tiles * tile_s;
         const double steps = std::max(1.0, tiles * steps_per_tile);
-        return std::max(link, compute) + std::min(link, compute) / steps;
+        return std::max({link, compute, chain(tiles)}) + std::min(link, compute) / steps;
     };
     const auto pre = static_cast<double>(c.prefetch_chunks);
     const auto switches = static_cast<double>(rows - 1);

@@ -497,6 +497,7 @@ double simulate(const GemmPlan& plan, const PlanLimits& lim) {
     };
     double up_free = 0, down_free = 0, compute_free = 0;
     std::uint64_t next_upload = 0;
+    std::uint64_t tiles_down = 0;  // C tiles downloaded so far (in tile order)
     std::uint64_t a_seq = 0, b_seq = 0;
     for (std::uint64_t s = 0; s < step_count; ++s) {
         const std::uint64_t c = s % chunks;
@@ -524,8 +525,10 @@ double simulate(const GemmPlan& plan, const PlanLimits& lim) {
                     if (b_seq - b_slots >= step_done.size()) break;
                     ready = step_done[b_seq - b_slots];
                 }
-            } else {  // C tile in: needs its slot back from the download two tiles ago
-                ready = c_slot_free[(u.r * per_row + u.j) % plan.c_slots];
+            } else {  // C tile in: needs its slot back from the download c_slots tiles ago
+                const std::uint64_t t = u.r * per_row + u.j;
+                if (t >= plan.c_slots && tiles_down <= t - plan.c_slots) break;
+                ready = c_slot_free[t % plan.c_slots];
             }
             up_free = std::max(up_free, ready) + u.bytes / up;
             if (u.kind == 'a') {
@@ -561,16 +564,18 @@ double simulate(const GemmPlan& plan, const PlanLimits& lim) {
             down_free = std::max(down_free, compute_free) +
                         static_cast<double>(t.size.rows) * static_cast<double>(t.size.cols) * wc / down;
             c_slot_free[tile % plan.c_slots] = down_free;
+            ++tiles_down;
         }
     }
     return std::max(down_free, compute_free);
 }
 
 // The time model against the simulated executor, on random timed problems small
-// enough to simulate step by step. Observed: within −27 % … +35 %; the model is
-// optimistic where link and compute are nearly balanced (two-slot rings do not fully
-// decouple them) and pessimistic with β ≠ 0 panels. It ranks plans; it does not
-// promise a time.
+// enough to simulate step by step. Observed over 600 seeds: within −33 % … +33 %
+// (docs/tiling.md); the model is optimistic where link and compute are nearly
+// balanced (two-slot rings do not fully decouple them). It ranks plans; it does not
+// promise a time. Before the model knew ring chains and tail tiles, seeds reached
+// −38 % and +55 % (k = 589 cut as 512 + 77 serialized the big chunks).
 TEST(GemmPlan, TimeModelTracksASimulatedPipeline) {
     std::mt19937_64 rng(test::seed());
     const std::uint64_t trials = test::scaled(200);
@@ -598,8 +603,8 @@ TEST(GemmPlan, TimeModelTracksASimulatedPipeline) {
         const double ratio = plan.total_seconds / sim;
         worst_low = std::min(worst_low, ratio);
         worst_high = std::max(worst_high, ratio);
-        EXPECT_GT(ratio, 0.65) << to_string(plan.schedule) << " " << plan.tile_m << "x" << plan.tile_n << "x"
-                               << plan.tile_k << " of " << p.m << "x" << p.n << "x" << p.k;
+        EXPECT_GT(ratio, 0.6) << to_string(plan.schedule) << " " << plan.tile_m << "x" << plan.tile_n << "x"
+                              << plan.tile_k << " of " << p.m << "x" << p.n << "x" << p.k;
         EXPECT_LT(ratio, 1.5) << to_string(plan.schedule) << " " << plan.tile_m << "x" << plan.tile_n << "x"
                               << plan.tile_k << " of " << p.m << "x" << p.n << "x" << p.k;
     }
