@@ -1,0 +1,205 @@
+#include "device/worker_queue.hpp"
+
+#include <utility>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+
+namespace outcore::detail {
+
+// --- HostSignal / WorkerEvent ------------------------------------------------------
+
+void HostSignal::complete(std::exception_ptr failure) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        done_ = true;
+        failure_ = std::move(failure);
+    }
+    cv_.notify_all();
+}
+
+std::exception_ptr HostSignal::wait() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return done_; });
+    return failure_;
+}
+
+bool HostSignal::done() {
+    std::lock_guard lock(mutex_);
+    return done_;
+}
+
+void WorkerEvent::do_wait() {
+    const std::shared_ptr<HostSignal> signal = last();
+    if (!signal) return;
+    if (std::exception_ptr failure = signal->wait()) std::rethrow_exception(failure);
+}
+
+bool WorkerEvent::do_query() {
+    const std::shared_ptr<HostSignal> signal = last();
+    return !signal || signal->done();
+}
+
+// --- WorkerQueue -------------------------------------------------------------------
+
+WorkerQueue::WorkerQueue(Device& device, QueueRole role, const char* backend)
+    : Queue(device, role), backend_(backend) {}
+
+WorkerQueue::~WorkerQueue() { stop(); }
+
+void WorkerQueue::start() {
+    worker_ = std::thread([this] { run_worker(); });
+}
+
+void WorkerQueue::stop() noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    work_cv_.notify_all();
+    try {
+        if (worker_.joinable()) worker_.join();
+    } catch (...) {
+        // join only throws for a thread that is not joinable; nothing left to undo.
+    }
+    std::exception_ptr failure;
+    {
+        std::lock_guard lock(mutex_);
+        failure = std::exchange(failure_, nullptr);
+    }
+    if (failure) {
+        try {
+            std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+            log::warn(backend_, "queue destroyed with an unreported failure: {}", e.what());
+        } catch (...) {
+            log::warn(backend_, "queue destroyed with an unreported failure (not a std::exception)");
+        }
+    }
+}
+
+void WorkerQueue::push(Work work) {
+    {
+        std::lock_guard lock(mutex_);
+        work_.push_back(std::move(work));
+    }
+    work_cv_.notify_one();
+}
+
+void WorkerQueue::enqueue(std::function<void()> task) {
+    push(Work{.kind = WorkKind::Task, .task = std::move(task), .signal = nullptr});
+}
+
+void WorkerQueue::enqueue_batched(std::function<void()> task) {
+    push(Work{.kind = WorkKind::Batched, .task = std::move(task), .signal = nullptr});
+}
+
+void WorkerQueue::do_record(Event& event) {
+    auto* worker_event = dynamic_cast<WorkerEvent*>(&event);
+    if (worker_event == nullptr) {
+        throw UsageError(backend_, "record: the event was not made by a device of this backend");
+    }
+    push(Work{.kind = WorkKind::Mark, .task = {}, .signal = worker_event->arm()});
+}
+
+void WorkerQueue::do_wait(const Event& event) {
+    const auto* worker_event = dynamic_cast<const WorkerEvent*>(&event);
+    if (worker_event == nullptr) {
+        throw UsageError(backend_, "wait: the event was not made by a device of this backend");
+    }
+    // Capture the record current now: later records do not move this wait's target.
+    std::shared_ptr<HostSignal> signal = worker_event->last();
+    if (!signal) return;
+    push(Work{.kind = WorkKind::Wait, .task = {}, .signal = std::move(signal)});
+}
+
+void WorkerQueue::do_host_task(std::function<void()> task) { enqueue(std::move(task)); }
+
+void WorkerQueue::do_synchronize() {
+    // A record of our own: the worker completes it once the device has finished
+    // everything before it (drain), which an empty FIFO alone does not say.
+    auto done = std::make_shared<HostSignal>();
+    push(Work{.kind = WorkKind::Mark, .task = {}, .signal = done});
+    (void)done->wait();
+    std::exception_ptr failure;
+    {
+        std::unique_lock lock(mutex_);
+        idle_cv_.wait(lock, [this] { return work_.empty() && !busy_; });
+        failure = std::exchange(failure_, nullptr);
+    }
+    if (failure) std::rethrow_exception(failure);
+}
+
+void WorkerQueue::run_worker() noexcept {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+        work_cv_.wait(lock, [this] { return stopping_ || !work_.empty(); });
+        if (work_.empty()) break;  // stopping, and everything submitted has run
+        Work work = std::move(work_.front());
+        work_.pop_front();
+        busy_ = true;
+        lock.unlock();
+        execute(work);
+        work = Work{};  // release captured state outside the lock
+        lock.lock();
+        if (work_.empty()) {
+            lock.unlock();
+            run_hook(&WorkerQueue::flush);  // nothing queued behind: submit what was recorded
+            lock.lock();
+        }
+        busy_ = false;
+        if (work_.empty()) idle_cv_.notify_all();
+    }
+    lock.unlock();
+    run_hook(&WorkerQueue::drain);  // the device must be done before the queue goes away
+}
+
+void WorkerQueue::fail(std::exception_ptr failure) noexcept {
+    std::lock_guard lock(mutex_);
+    if (!failure_) failure_ = std::move(failure);
+}
+
+void WorkerQueue::run_hook(void (WorkerQueue::*hook)()) noexcept {
+    try {
+        (this->*hook)();
+    } catch (...) {
+        fail(std::current_exception());
+    }
+}
+
+void WorkerQueue::execute(Work& work) noexcept {
+    // failure_ is only written on this thread and by synchronize(), which runs only
+    // while the queue is idle; reading it under the lock keeps TSan and the rules happy.
+    std::exception_ptr failure;
+    {
+        std::lock_guard lock(mutex_);
+        failure = failure_;
+    }
+    switch (work.kind) {
+        case WorkKind::Task:
+        case WorkKind::Batched:
+            if (failure) return;
+            try {
+                if (work.kind == WorkKind::Task) drain();
+                work.task();
+            } catch (...) {
+                fail(std::current_exception());
+            }
+            return;
+        case WorkKind::Mark:
+            if (!failure) {
+                run_hook(&WorkerQueue::drain);
+                std::lock_guard lock(mutex_);
+                failure = failure_;
+            }
+            work.signal->complete(failure);
+            return;
+        case WorkKind::Wait:
+            if (failure) return;
+            run_hook(&WorkerQueue::flush);
+            if (std::exception_ptr theirs = work.signal->wait()) fail(std::move(theirs));
+            return;
+    }
+}
+
+}  // namespace outcore::detail
