@@ -77,7 +77,8 @@ std::unique_ptr<Device> open_device(std::string_view selector, const Config& con
         }
         return open_named(selector.substr(0, colon), index, config);
     }
-    // Default: the first available GPU backend, else the CPU (registered_backends lists GPUs first).
+    // Default: the first available GPU backend, else the CPU (registered_backends lists
+    // GPUs first); a software GPU (lavapipe) only when named.
     for (const BackendEntry& entry : registered_backends()) {
         BackendProbe probe;
         try {
@@ -85,7 +86,7 @@ std::unique_ptr<Device> open_device(std::string_view selector, const Config& con
         } catch (const std::exception&) {
             continue;
         }
-        if (probe.available && !probe.devices.empty()) return entry.open(0, config);
+        if (probe.available && !probe.software && !probe.devices.empty()) return entry.open(0, config);
     }
     throw BackendError("device", "no usable device: every backend is unavailable", 0, "none");
 }

@@ -28,6 +28,9 @@ struct BackendProbe {
     bool available = false;           ///< found usable hardware
     std::string reason;               ///< when not available: why ("no CUDA driver")
     std::vector<DeviceInfo> devices;  ///< what it found (budget fields as detected)
+    /// Its devices emulate a GPU on the CPU (Vulkan on Mesa's lavapipe): usable when
+    /// named, never the default device.
+    bool software = false;
 };
 
 /// A compiled-in backend: a probe and an opener. `is_gpu` orders the default choice.

@@ -1,0 +1,365 @@
+#include "vulkan_context.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+#include "vulkan_check.hpp"
+
+namespace outcore::vulkan {
+
+namespace {
+
+bool validation_requested() {
+    const char* v = std::getenv("OUTCORE_VULKAN_VALIDATION");
+    return v != nullptr && std::string_view(v) != "" && std::string_view(v) != "0";
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT /*severity*/,
+                                          VkDebugUtilsMessageTypeFlagsEXT /*types*/,
+                                          const VkDebugUtilsMessengerCallbackDataEXT* data, void* /*user*/) {
+    std::fprintf(stderr, "outcore: Vulkan validation: %s\n",
+                 data != nullptr && data->pMessage != nullptr ? data->pMessage : "(no message)");
+    std::fflush(stderr);
+    std::abort();  // a validation message is a bug: fail loudly (tests run with validation on)
+}
+
+bool has_layer(const char* name) {
+    std::uint32_t count = 0;
+    if (vkEnumerateInstanceLayerProperties(&count, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkLayerProperties> layers(count);
+    if (vkEnumerateInstanceLayerProperties(&count, layers.data()) != VK_SUCCESS) return false;
+    return std::any_of(layers.begin(), layers.end(),
+                       [name](const VkLayerProperties& l) { return std::strcmp(l.layerName, name) == 0; });
+}
+
+bool has_instance_extension(const char* name) {
+    std::uint32_t count = 0;
+    if (vkEnumerateInstanceExtensionProperties(nullptr, &count, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> ext(count);
+    if (vkEnumerateInstanceExtensionProperties(nullptr, &count, ext.data()) != VK_SUCCESS) return false;
+    return std::any_of(ext.begin(), ext.end(), [name](const VkExtensionProperties& e) {
+        return std::strcmp(e.extensionName, name) == 0;
+    });
+}
+
+bool has_device_extension(VkPhysicalDevice device, const char* name) {
+    std::uint32_t count = 0;
+    if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkExtensionProperties> ext(count);
+    if (vkEnumerateDeviceExtensionProperties(device, nullptr, &count, ext.data()) != VK_SUCCESS) return false;
+    return std::any_of(ext.begin(), ext.end(), [name](const VkExtensionProperties& e) {
+        return std::strcmp(e.extensionName, name) == 0;
+    });
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+    switch (t) {
+        case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+        case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+        case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+        case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+        default: return 4;
+    }
+}
+
+/// The largest DEVICE_LOCAL heap.
+std::uint32_t device_heap(const VkPhysicalDeviceMemoryProperties& m) {
+    std::uint32_t best = 0;
+    for (std::uint32_t h = 0; h < m.memoryHeapCount; ++h) {
+        const bool local = (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+        const bool best_local = (m.memoryHeaps[best].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0;
+        if ((local && !best_local) ||
+            (local == best_local && m.memoryHeaps[h].size > m.memoryHeaps[best].size))
+            best = h;
+    }
+    return best;
+}
+
+/// The memory type for a kind: the required flags, then the fewest unwanted ones.
+std::uint32_t pick_type(const VkPhysicalDeviceMemoryProperties& m, MemoryKind kind) {
+    VkMemoryPropertyFlags need = 0;
+    VkMemoryPropertyFlags avoid = 0;
+    switch (kind) {
+        case MemoryKind::Device:
+            need = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+            avoid = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+            break;
+        case MemoryKind::HostPinned:
+            need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+            avoid = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+            break;
+        case MemoryKind::HostCached:
+            need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+            avoid = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+            break;
+    }
+    const VkMemoryPropertyFlags never =
+        VK_MEMORY_PROPERTY_PROTECTED_BIT | VK_MEMORY_PROPERTY_LAZILY_ALLOCATED_BIT;
+    std::uint32_t best = UINT32_MAX;
+    int best_score = 1 << 30;
+    for (int pass = 0; pass < 2 && best == UINT32_MAX; ++pass) {
+        for (std::uint32_t t = 0; t < m.memoryTypeCount; ++t) {
+            const VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
+            if ((f & need) != need || (f & never) != 0) continue;
+            const int score = __builtin_popcount(f & avoid);
+            if (score < best_score) {
+                best = t;
+                best_score = score;
+            }
+        }
+        // No HOST_CACHED type: HostCached falls back to coherent host memory.
+        need = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    }
+    return best;
+}
+
+}  // namespace
+
+// --- Instance ---------------------------------------------------------------------
+
+Instance::Instance() {
+    const bool validate = validation_requested();
+    std::vector<const char*> layers;
+    std::vector<const char*> extensions;
+    if (validate) {
+        if (has_layer("VK_LAYER_KHRONOS_validation")) {
+            layers.push_back("VK_LAYER_KHRONOS_validation");
+            extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        } else {
+            log::warn(kComponent,
+                      "OUTCORE_VULKAN_VALIDATION is set but the validation layer is not installed");
+        }
+    }
+    VkInstanceCreateFlags flags = 0;
+    if (has_instance_extension(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {  // MoltenVK
+        extensions.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+        flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+    }
+    const VkApplicationInfo app{.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                                .pNext = nullptr,
+                                .pApplicationName = "outcore",
+                                .applicationVersion = 1,
+                                .pEngineName = "outcore",
+                                .engineVersion = 1,
+                                .apiVersion = VK_API_VERSION_1_2};
+    const VkInstanceCreateInfo info{.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                                    .pNext = nullptr,
+                                    .flags = flags,
+                                    .pApplicationInfo = &app,
+                                    .enabledLayerCount = static_cast<std::uint32_t>(layers.size()),
+                                    .ppEnabledLayerNames = layers.data(),
+                                    .enabledExtensionCount = static_cast<std::uint32_t>(extensions.size()),
+                                    .ppEnabledExtensionNames = extensions.data()};
+    OUTCORE_VK_CHECK(vkCreateInstance(&info, nullptr, &instance_));
+    if (!layers.empty()) {
+        auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+            vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+        const VkDebugUtilsMessengerCreateInfoEXT m{
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .pNext = nullptr,
+            .flags = 0,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT,
+            .pfnUserCallback = on_message,
+            .pUserData = nullptr};
+        if (create == nullptr || create(instance_, &m, nullptr, &messenger_) != VK_SUCCESS) {
+            vkDestroyInstance(instance_, nullptr);
+            throw BackendError(kComponent, "cannot create the validation messenger", 0, "VK_ERROR_UNKNOWN");
+        }
+    }
+}
+
+Instance::~Instance() {
+    if (messenger_ != VK_NULL_HANDLE) {
+        auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+            vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+        if (destroy != nullptr) destroy(instance_, messenger_, nullptr);
+    }
+    vkDestroyInstance(instance_, nullptr);
+}
+
+std::vector<VkPhysicalDevice> Instance::devices() const {
+    std::uint32_t count = 0;
+    OUTCORE_VK_CHECK(vkEnumeratePhysicalDevices(instance_, &count, nullptr));
+    std::vector<VkPhysicalDevice> all(count);
+    if (count > 0) {
+        const VkResult rc = vkEnumeratePhysicalDevices(instance_, &count, all.data());
+        if (rc != VK_INCOMPLETE) check(rc, "vkEnumeratePhysicalDevices");
+        all.resize(count);
+    }
+    std::stable_sort(all.begin(), all.end(), [](VkPhysicalDevice a, VkPhysicalDevice b) {
+        VkPhysicalDeviceProperties pa{}, pb{};
+        vkGetPhysicalDeviceProperties(a, &pa);
+        vkGetPhysicalDeviceProperties(b, &pb);
+        return type_rank(pa.deviceType) < type_rank(pb.deviceType);
+    });
+    const char* pick = std::getenv("OUTCORE_VULKAN_DEVICE");
+    if (pick == nullptr || *pick == '\0') return all;
+    const std::string_view want(pick);
+    std::vector<VkPhysicalDevice> kept;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+        VkPhysicalDeviceProperties p{};
+        vkGetPhysicalDeviceProperties(all[i], &p);
+        if (want == std::to_string(i) ||
+            std::string_view(p.deviceName).find(want) != std::string_view::npos) {
+            kept.push_back(all[i]);
+            break;
+        }
+    }
+    return kept;
+}
+
+// --- describe -----------------------------------------------------------------------
+
+DeviceInfo describe(VkPhysicalDevice device, std::uint32_t index) {
+    VkPhysicalDeviceMaintenance3Properties m3{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+        .pNext = nullptr,
+        .maxPerSetDescriptors = 0,
+        .maxMemoryAllocationSize = 0};
+    VkPhysicalDeviceProperties2 props{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3, .properties = {}};
+    vkGetPhysicalDeviceProperties2(device, &props);
+    const VkPhysicalDeviceLimits& l = props.properties.limits;
+
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT budget{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT,
+        .pNext = nullptr,
+        .heapBudget = {},
+        .heapUsage = {}};
+    const bool has_budget = has_device_extension(device, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    VkPhysicalDeviceMemoryProperties2 mem{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                          .pNext = has_budget ? &budget : nullptr,
+                                          .memoryProperties = {}};
+    vkGetPhysicalDeviceMemoryProperties2(device, &mem);
+    const std::uint32_t heap = device_heap(mem.memoryProperties);
+    const std::uint64_t heap_bytes = mem.memoryProperties.memoryHeaps[heap].size;
+
+    DeviceInfo info;
+    info.name = props.properties.deviceName;
+    info.backend = "vulkan";
+    info.index = index;
+    info.total_memory_bytes = heap_bytes;
+    const std::uint64_t fallback = heap_bytes / 5 * 4;
+    info.recommended_working_set_bytes =
+        has_budget && budget.heapBudget[heap] > 0 ? std::min(budget.heapBudget[heap], heap_bytes) : fallback;
+    const VkPhysicalDeviceType t = props.properties.deviceType;
+    info.unified_memory = t == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU || t == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    info.min_offset_alignment =
+        std::max<std::uint64_t>({l.minStorageBufferOffsetAlignment, l.minUniformBufferOffsetAlignment,
+                                 l.nonCoherentAtomSize, l.minMemoryMapAlignment, 16});
+    info.max_inline_bytes = l.maxPushConstantsSize;
+    info.max_buffer_bytes = l.maxStorageBufferRange;
+    info.max_allocation_bytes =
+        m3.maxMemoryAllocationSize > 0 ? std::min(m3.maxMemoryAllocationSize, heap_bytes) : heap_bytes;
+    return info;
+}
+
+// --- Context ------------------------------------------------------------------------
+
+Context::Context(std::uint32_t index) {
+    const std::vector<VkPhysicalDevice> devices = instance_.devices();
+    if (index >= devices.size()) {
+        throw UsageError(kComponent, fmt::format("no device vulkan:{} ({} found)", index, devices.size()));
+    }
+    physical_ = devices[index];
+    info_ = describe(physical_, index);
+    VkPhysicalDeviceProperties props{};
+    vkGetPhysicalDeviceProperties(physical_, &props);
+    limits_ = props.limits;
+    vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
+    for (int k = 0; k < kMemoryKindCount; ++k) {
+        memory_types_[k] = pick_type(memory_, static_cast<MemoryKind>(k));
+        if (memory_types_[k] == UINT32_MAX) {
+            throw BackendError(kComponent,
+                               fmt::format("{} has no memory type for {}", info_.name,
+                                           to_string(static_cast<MemoryKind>(k))),
+                               0, "VK_ERROR_FEATURE_NOT_PRESENT");
+        }
+    }
+    if (!has_device_extension(physical_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) {
+        throw BackendError(kComponent, fmt::format("{} lacks VK_KHR_push_descriptor", info_.name),
+                           static_cast<std::int64_t>(VK_ERROR_EXTENSION_NOT_PRESENT),
+                           "VK_ERROR_EXTENSION_NOT_PRESENT");
+    }
+
+    std::uint32_t family_count = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &family_count, nullptr);
+    std::vector<VkQueueFamilyProperties> families(family_count);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &family_count, families.data());
+    std::uint32_t compute = UINT32_MAX;
+    std::uint32_t transfer = UINT32_MAX;
+    for (std::uint32_t f = 0; f < family_count; ++f) {
+        const VkQueueFlags q = families[f].queueFlags;
+        if ((q & VK_QUEUE_COMPUTE_BIT) != 0 && compute == UINT32_MAX) compute = f;
+        if ((q & VK_QUEUE_TRANSFER_BIT) != 0 && (q & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) == 0 &&
+            transfer == UINT32_MAX)
+            transfer = f;
+    }
+    if (compute == UINT32_MAX) {
+        throw BackendError(kComponent, fmt::format("{} has no compute queue", info_.name), 0,
+                           "VK_ERROR_FEATURE_NOT_PRESENT");
+    }
+    has_transfer_ = transfer != UINT32_MAX;
+    const float priority = 1.0F;
+    std::vector<VkDeviceQueueCreateInfo> queues;
+    for (const std::uint32_t f : {compute, transfer}) {
+        if (f == UINT32_MAX) continue;
+        queues.push_back({.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                          .pNext = nullptr,
+                          .flags = 0,
+                          .queueFamilyIndex = f,
+                          .queueCount = 1,
+                          .pQueuePriorities = &priority});
+    }
+    std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    if (has_device_extension(physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME))
+        extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    if (has_device_extension(physical_, "VK_KHR_portability_subset"))  // MoltenVK requires it when present
+        extensions.push_back("VK_KHR_portability_subset");
+    const VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                                  .pNext = nullptr,
+                                  .flags = 0,
+                                  .queueCreateInfoCount = static_cast<std::uint32_t>(queues.size()),
+                                  .pQueueCreateInfos = queues.data(),
+                                  .enabledLayerCount = 0,
+                                  .ppEnabledLayerNames = nullptr,
+                                  .enabledExtensionCount = static_cast<std::uint32_t>(extensions.size()),
+                                  .ppEnabledExtensionNames = extensions.data(),
+                                  .pEnabledFeatures = nullptr};
+    OUTCORE_VK_CHECK(vkCreateDevice(physical_, &info, nullptr, &device_));
+    vkGetDeviceQueue(device_, compute, 0, &compute_.queue);
+    compute_.family = compute;
+    if (has_transfer_) {
+        vkGetDeviceQueue(device_, transfer, 0, &transfer_.queue);
+        transfer_.family = transfer;
+    }
+    push_descriptor_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
+        vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
+    if (push_descriptor_ == nullptr) {
+        vkDestroyDevice(device_, nullptr);
+        throw BackendError(kComponent, "vkCmdPushDescriptorSetKHR is missing", 0,
+                           "VK_ERROR_EXTENSION_NOT_PRESENT");
+    }
+}
+
+Context::~Context() {
+    if (device_ != VK_NULL_HANDLE) {
+        (void)vkDeviceWaitIdle(device_);
+        vkDestroyDevice(device_, nullptr);
+    }
+}
+
+bool Context::coherent(MemoryKind kind) const noexcept {
+    return (memory_.memoryTypes[memory_type(kind)].propertyFlags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
+}
+
+}  // namespace outcore::vulkan

@@ -1,0 +1,89 @@
+// vulkan_context.hpp — instance, physical device and logical device of one outcore
+// Vulkan device, and what it learned about them (private to the backend).
+//
+// Made once per VulkanDevice; queues, memory and kernels borrow it. The instance has
+// the validation layer when OUTCORE_VULKAN_VALIDATION=1, with a messenger that prints
+// each message and aborts: a validation message is a bug, and a test must fail on it.
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "outcore/device/device_info.hpp"
+#include "outcore/device/memory_kind.hpp"
+
+namespace outcore::vulkan {
+
+/// An instance (with the validation layer if asked) and its messenger. Move-free.
+class Instance {
+public:
+    Instance();
+    ~Instance();
+    Instance(const Instance&) = delete;
+    Instance& operator=(const Instance&) = delete;
+
+    [[nodiscard]] VkInstance handle() const noexcept { return instance_; }
+    /// Physical devices, discrete first, then integrated, virtual, CPU, other; filtered
+    /// by OUTCORE_VULKAN_DEVICE.
+    [[nodiscard]] std::vector<VkPhysicalDevice> devices() const;
+
+private:
+    VkInstance instance_ = VK_NULL_HANDLE;
+    VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+};
+
+/// DeviceInfo of a physical device (index = its place in Instance::devices()).
+[[nodiscard]] DeviceInfo describe(VkPhysicalDevice device, std::uint32_t index);
+
+/// One VkQueue and the lock vkQueueSubmit needs (queues are shared by outcore queues).
+struct SharedQueue {
+    VkQueue queue = VK_NULL_HANDLE;
+    std::uint32_t family = 0;
+    std::mutex mutex;
+};
+
+/// The logical device and what outcore uses of it.
+class Context {
+public:
+    explicit Context(std::uint32_t index);
+    ~Context();
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
+
+    [[nodiscard]] VkDevice device() const noexcept { return device_; }
+    [[nodiscard]] VkPhysicalDevice physical() const noexcept { return physical_; }
+    [[nodiscard]] const DeviceInfo& info() const noexcept { return info_; }
+    [[nodiscard]] const VkPhysicalDeviceLimits& limits() const noexcept { return limits_; }
+    /// The compute queue; the transfer queue is the same object where the device has
+    /// no separate transfer family.
+    [[nodiscard]] SharedQueue& compute_queue() noexcept { return compute_; }
+    [[nodiscard]] SharedQueue& transfer_queue() noexcept { return has_transfer_ ? transfer_ : compute_; }
+    /// Memory type index for a kind (always found: the spec guarantees host-visible
+    /// coherent and device-local types).
+    [[nodiscard]] std::uint32_t memory_type(MemoryKind kind) const noexcept {
+        return memory_types_[static_cast<int>(kind)];
+    }
+    [[nodiscard]] const VkPhysicalDeviceMemoryProperties& memory() const noexcept { return memory_; }
+    [[nodiscard]] bool coherent(MemoryKind kind) const noexcept;
+    [[nodiscard]] PFN_vkCmdPushDescriptorSetKHR push_descriptor() const noexcept { return push_descriptor_; }
+
+private:
+    Instance instance_;
+    VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+    VkDevice device_ = VK_NULL_HANDLE;
+    DeviceInfo info_;
+    VkPhysicalDeviceLimits limits_{};
+    VkPhysicalDeviceMemoryProperties memory_{};
+    std::array<std::uint32_t, kMemoryKindCount> memory_types_{};
+    SharedQueue compute_;
+    SharedQueue transfer_;
+    bool has_transfer_ = false;
+    PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
+};
+
+}  // namespace outcore::vulkan

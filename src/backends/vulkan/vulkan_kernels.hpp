@@ -1,0 +1,58 @@
+// vulkan_kernels.hpp — the Vulkan backend's kernels (private to the backend).
+//
+// GEMM is a compute shader (shaders/gemm_f32.comp, float32); its three matrices are
+// bound with push descriptors at offsets rounded down to
+// minStorageBufferOffsetAlignment, the rest passed as element offsets in push
+// constants, so any 4-byte-aligned view works. The edge fill is one vkCmdCopyBuffer
+// whose regions copy each outside pixel (or run) from its source inside the image.
+// Filters are not there yet (Kernels' default: UsageError).
+#pragma once
+
+#include <vulkan/vulkan.h>
+
+#include <span>
+
+#include "outcore/device/kernels.hpp"
+
+namespace outcore::vulkan {
+
+class VulkanDevice;
+
+/// SPIR-V of the shaders, embedded at build time (vulkan_shaders.cpp, generated).
+std::span<const std::uint32_t> spirv_gemm_f32();
+
+/// One compute pipeline whose bindings are `buffers` storage buffers (set 0, push
+/// descriptors) and whose push constants are `push_bytes`.
+class ComputePipeline {
+public:
+    ComputePipeline(VkDevice device, std::span<const std::uint32_t> spirv, std::uint32_t buffers,
+                    std::uint32_t push_bytes);
+    ~ComputePipeline();
+    ComputePipeline(const ComputePipeline&) = delete;
+    ComputePipeline& operator=(const ComputePipeline&) = delete;
+
+    [[nodiscard]] VkPipeline pipeline() const noexcept { return pipeline_; }
+    [[nodiscard]] VkPipelineLayout layout() const noexcept { return layout_; }
+
+private:
+    VkDevice device_;
+    VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+    VkPipelineLayout layout_ = VK_NULL_HANDLE;
+    VkShaderModule module_ = VK_NULL_HANDLE;
+    VkPipeline pipeline_ = VK_NULL_HANDLE;
+};
+
+class VulkanKernels final : public Kernels {
+public:
+    explicit VulkanKernels(VulkanDevice& device);
+
+private:
+    void do_gemm(Queue& queue, const GemmTileArgs& args) override;
+    void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override;
+    bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;
+
+    VulkanDevice& device_;
+    ComputePipeline gemm_f32_;
+};
+
+}  // namespace outcore::vulkan

@@ -1,0 +1,263 @@
+#include "vulkan_queue.hpp"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <utility>
+
+#include "outcore/core/error.hpp"
+#include "vulkan_check.hpp"
+#include "vulkan_device.hpp"
+
+namespace outcore::vulkan {
+
+namespace {
+
+/// Commands per command buffer before it is submitted anyway: bounds the latency of
+/// a long stream of work submitted faster than the worker drains it.
+constexpr std::uint32_t kMaxCommands = 256;
+
+void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
+    const VkMemoryBarrier b{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .pNext = nullptr,
+                            .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                            .dstAccessMask = dst_access};
+    vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &b, 0, nullptr, 0,
+                         nullptr);
+}
+
+}  // namespace
+
+VulkanQueue& vulkan_queue(Queue& queue, const char* what) {
+    auto* q = dynamic_cast<VulkanQueue*>(&queue);
+    if (q == nullptr) throw UsageError(kComponent, fmt::format("{}: the queue is not a Vulkan queue", what));
+    return *q;
+}
+
+VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
+    : WorkerQueue(device, role, kComponent), device_(&device) {
+    Context& cx = device.context();
+    target_ =
+        role == QueueRole::Upload || role == QueueRole::Download ? &cx.transfer_queue() : &cx.compute_queue();
+    const VkCommandPoolCreateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                       .pNext = nullptr,
+                                       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                       .queueFamilyIndex = target_->family};
+    OUTCORE_VK_CHECK(vkCreateCommandPool(cx.device(), &info, nullptr, &pool_));
+    start();
+}
+
+VulkanQueue::~VulkanQueue() {
+    stop();  // drains: every batch has finished
+    const VkDevice dev = device_->context().device();
+    for (VkFence f : free_fences_) vkDestroyFence(dev, f, nullptr);
+    if (current_.fence != VK_NULL_HANDLE) vkDestroyFence(dev, current_.fence, nullptr);
+    vkDestroyCommandPool(dev, pool_, nullptr);  // frees the command buffers
+}
+
+VkBuffer VulkanQueue::buffer_of(const BufferView& view) const { return device_->buffer_of(view.block); }
+
+VkCommandBuffer VulkanQueue::commands() {
+    if (current_.commands != VK_NULL_HANDLE && recorded_ >= kMaxCommands) flush();
+    if (current_.commands == VK_NULL_HANDLE) {
+        if (free_commands_.empty()) {
+            const VkCommandBufferAllocateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                                   .pNext = nullptr,
+                                                   .commandPool = pool_,
+                                                   .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                                   .commandBufferCount = 1};
+            VkCommandBuffer cmd = VK_NULL_HANDLE;
+            OUTCORE_VK_CHECK(vkAllocateCommandBuffers(device_->context().device(), &info, &cmd));
+            free_commands_.push_back(cmd);
+        }
+        current_.commands = free_commands_.back();
+        free_commands_.pop_back();
+        const VkCommandBufferBeginInfo begin{.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                             .pNext = nullptr,
+                                             .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+                                             .pInheritanceInfo = nullptr};
+        OUTCORE_VK_CHECK(vkBeginCommandBuffer(current_.commands, &begin));
+        recorded_ = 0;
+    }
+    // Queue order: this command sees everything before it on this VkQueue (the
+    // barrier's first scope covers earlier submissions too).
+    full_barrier(current_.commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                 VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    ++recorded_;
+    return current_.commands;
+}
+
+void VulkanQueue::keep(std::shared_ptr<void> owner) { current_.keep.push_back(std::move(owner)); }
+
+std::shared_ptr<Block> VulkanQueue::stage(std::uint64_t bytes) {
+    auto block = std::make_shared<Block>(device_->staging().allocate(
+        {.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "vulkan.staging"}));
+    return block;
+}
+
+void VulkanQueue::flush() {
+    // Reclaim finished batches first (cheap, keeps staging memory short-lived).
+    while (!in_flight_.empty()) {
+        const VkResult rc = vkGetFenceStatus(device_->context().device(), in_flight_.front().fence);
+        if (rc == VK_NOT_READY) break;
+        check(rc, "vkGetFenceStatus");
+        recycle(in_flight_.front());
+        in_flight_.pop_front();
+    }
+    if (current_.commands == VK_NULL_HANDLE) return;
+    const VkDevice dev = device_->context().device();
+    // Make the batch's writes visible to the host (downloads read staging afterwards).
+    full_barrier(current_.commands, VK_PIPELINE_STAGE_HOST_BIT,
+                 VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
+    Batch batch = std::exchange(current_, Batch{});
+    OUTCORE_VK_CHECK(vkEndCommandBuffer(batch.commands));
+    if (free_fences_.empty()) {
+        const VkFenceCreateInfo info{
+            .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .pNext = nullptr, .flags = 0};
+        VkFence fence = VK_NULL_HANDLE;
+        OUTCORE_VK_CHECK(vkCreateFence(dev, &info, nullptr, &fence));
+        free_fences_.push_back(fence);
+    }
+    batch.fence = free_fences_.back();
+    free_fences_.pop_back();
+    const VkSubmitInfo submit{.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                              .pNext = nullptr,
+                              .waitSemaphoreCount = 0,
+                              .pWaitSemaphores = nullptr,
+                              .pWaitDstStageMask = nullptr,
+                              .commandBufferCount = 1,
+                              .pCommandBuffers = &batch.commands,
+                              .signalSemaphoreCount = 0,
+                              .pSignalSemaphores = nullptr};
+    VkResult rc = VK_SUCCESS;
+    {
+        std::lock_guard lock(target_->mutex);
+        rc = vkQueueSubmit(target_->queue, 1, &submit, batch.fence);
+    }
+    if (rc != VK_SUCCESS) {
+        free_fences_.push_back(batch.fence);
+        batch.fence = VK_NULL_HANDLE;
+        free_commands_.push_back(batch.commands);
+        check(rc, "vkQueueSubmit");
+    }
+    in_flight_.push_back(std::move(batch));
+}
+
+void VulkanQueue::drain() {
+    flush();
+    const VkDevice dev = device_->context().device();
+    while (!in_flight_.empty()) {
+        Batch& b = in_flight_.front();
+        check(vkWaitForFences(dev, 1, &b.fence, VK_TRUE, UINT64_MAX), "vkWaitForFences");
+        recycle(b);
+        in_flight_.pop_front();
+    }
+}
+
+void VulkanQueue::recycle(Batch& batch) {
+    if (batch.fence != VK_NULL_HANDLE) {
+        (void)vkResetFences(device_->context().device(), 1, &batch.fence);
+        free_fences_.push_back(batch.fence);
+    }
+    if (batch.commands != VK_NULL_HANDLE) free_commands_.push_back(batch.commands);
+    batch = Batch{};
+}
+
+void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
+    if (bytes == 0) return;
+    if (host.src != nullptr) {  // upload: host -> staging now, staging -> buffer on the device
+        enqueue_batched([this, dst, from = host.src, bytes] {
+            std::shared_ptr<Block> s = stage(bytes);
+            std::memcpy(s->host(), from, static_cast<std::size_t>(bytes));
+            const VkBufferCopy r{
+                .srcOffset = s->raw().offset, .dstOffset = dst.native_offset(), .size = bytes};
+            vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(dst), 1, &r);
+            keep(std::move(s));
+        });
+        return;
+    }
+    if (host.dst != nullptr) {  // download: buffer -> staging on the device, then to the host
+        auto holder = std::make_shared<std::shared_ptr<Block>>();
+        enqueue_batched([this, src, holder, bytes] {
+            *holder = stage(bytes);
+            const VkBufferCopy r{
+                .srcOffset = src.native_offset(), .dstOffset = (*holder)->raw().offset, .size = bytes};
+            vkCmdCopyBuffer(commands(), buffer_of(src), device_->buffer_of((*holder)->raw()), 1, &r);
+            keep(holder);  // even if the host side never runs (a failure), the batch keeps it
+        });
+        enqueue([holder, to = host.dst, bytes] {
+            std::memcpy(to, (*holder)->host(), static_cast<std::size_t>(bytes));
+            holder->reset();
+        });
+        return;
+    }
+    enqueue_batched([this, src, dst, bytes] {
+        const VkBufferCopy r{
+            .srcOffset = src.native_offset(), .dstOffset = dst.native_offset(), .size = bytes};
+        vkCmdCopyBuffer(commands(), buffer_of(src), buffer_of(dst), 1, &r);
+    });
+}
+
+void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
+    const std::uint64_t packed = shape.width_bytes * shape.rows;
+    auto regions = [shape, buffer](std::uint64_t stage_offset, bool up) {
+        std::vector<VkBufferCopy> r(static_cast<std::size_t>(shape.rows));
+        for (std::uint64_t i = 0; i < shape.rows; ++i) {
+            const std::uint64_t s = stage_offset + i * shape.width_bytes;
+            const std::uint64_t b = buffer.native_offset() + i * shape.buffer_pitch_bytes;
+            r[static_cast<std::size_t>(i)] = {
+                .srcOffset = up ? s : b, .dstOffset = up ? b : s, .size = shape.width_bytes};
+        }
+        return r;
+    };
+    if (host.src != nullptr) {
+        enqueue_batched(
+            [this, buffer, shape, packed, regions, from = static_cast<const std::byte*>(host.src)] {
+                std::shared_ptr<Block> s = stage(packed);
+                for (std::uint64_t i = 0; i < shape.rows; ++i) {
+                    std::memcpy(s->host() + i * shape.width_bytes, from + i * shape.host_pitch_bytes,
+                                static_cast<std::size_t>(shape.width_bytes));
+                }
+                const std::vector<VkBufferCopy> r = regions(s->raw().offset, true);
+                vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(buffer),
+                                static_cast<std::uint32_t>(r.size()), r.data());
+                keep(std::move(s));
+            });
+        return;
+    }
+    auto holder = std::make_shared<std::shared_ptr<Block>>();
+    enqueue_batched([this, buffer, packed, regions, holder] {
+        *holder = stage(packed);
+        const std::vector<VkBufferCopy> r = regions((*holder)->raw().offset, false);
+        vkCmdCopyBuffer(commands(), buffer_of(buffer), device_->buffer_of((*holder)->raw()),
+                        static_cast<std::uint32_t>(r.size()), r.data());
+        keep(holder);
+    });
+    enqueue([holder, shape, to = static_cast<std::byte*>(host.dst)] {
+        for (std::uint64_t i = 0; i < shape.rows; ++i) {
+            std::memcpy(to + i * shape.host_pitch_bytes, (*holder)->host() + i * shape.width_bytes,
+                        static_cast<std::size_t>(shape.width_bytes));
+        }
+        holder->reset();
+    });
+}
+
+void VulkanQueue::do_fill(const BufferView& dst, std::byte value) {
+    if (dst.bytes == 0) return;
+    enqueue_batched([this, dst, value] {
+        if (dst.native_offset() % 4 == 0 && dst.bytes % 4 == 0) {
+            const auto b = static_cast<std::uint32_t>(std::to_integer<unsigned>(value));
+            vkCmdFillBuffer(commands(), buffer_of(dst), dst.native_offset(), dst.bytes, b * 0x01010101U);
+            return;
+        }
+        // vkCmdFillBuffer takes whole words only: copy from a filled staging range.
+        std::shared_ptr<Block> s = stage(dst.bytes);
+        std::memset(s->host(), std::to_integer<int>(value), static_cast<std::size_t>(dst.bytes));
+        const VkBufferCopy r{
+            .srcOffset = s->raw().offset, .dstOffset = dst.native_offset(), .size = dst.bytes};
+        vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(dst), 1, &r);
+        keep(std::move(s));
+    });
+}
+
+}  // namespace outcore::vulkan

@@ -1,0 +1,204 @@
+// The Vulkan backend beyond the conformance suite (skipped where no Vulkan device is
+// found; CI has Mesa's lavapipe): validation messages are fatal, the heap sizes are
+// enforced by outcore (lavapipe itself never refuses), user blocks are ranges of a
+// few large VkDeviceMemory blocks at aligned offsets, GEMM bindings at offsets the
+// device's binding alignment does not allow, and the push-constant/buffer switch of
+// kernel parameters at maxPushConstantsSize.
+#include <gtest/gtest.h>
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "outcore/backends/cpu.hpp"
+#include "outcore/backends/vulkan.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/device/kernel_params.hpp"
+#include "support/test_seed.hpp"
+#include "vulkan/vulkan_context.hpp"
+
+namespace {
+
+using outcore::Block;
+using outcore::BufferView;
+using outcore::GemmTileArgs;
+using outcore::kMiB;
+using outcore::MemoryKind;
+
+class VulkanTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        const outcore::vulkan::VulkanProbe probe = outcore::vulkan::probe_vulkan();
+        if (probe.devices.empty()) GTEST_SKIP() << "no Vulkan device: " << probe.reason;
+        dev_ = outcore::vulkan::make_vulkan_device();
+    }
+    outcore::Device& dev() { return *dev_; }
+
+private:
+    std::unique_ptr<outcore::Device> dev_;
+};
+
+// Breaks VUID-VkBufferCreateInfo-size-00912 (a buffer of size 0) on a device opened
+// with validation on.
+void make_a_validation_error() {
+    setenv("OUTCORE_VULKAN_VALIDATION", "1", 1);
+    outcore::vulkan::Context cx(0);
+    VkBufferCreateInfo bad{};
+    bad.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bad.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    bad.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkBuffer buffer = VK_NULL_HANDLE;
+    (void)vkCreateBuffer(cx.device(), &bad, nullptr, &buffer);
+}
+
+TEST_F(VulkanTest, ValidationMessagesAreFatal) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_DEATH(make_a_validation_error(), "Vulkan validation");
+}
+
+// lavapipe hands out far more than its heap and never reports out-of-memory, so the
+// heap's size is outcore's to enforce; the refusal is OutOfMemory and not sticky.
+TEST_F(VulkanTest, HeapSizesAreEnforcedInSoftware) {
+    const std::uint64_t total = dev().info().total_memory_bytes;
+    EXPECT_THROW((void)dev().allocate({.bytes = total + 1}), outcore::OutOfMemory);
+    {
+        Block half = dev().allocate({.bytes = total / 2});
+        Block other = dev().allocate({.bytes = total / 2});
+        try {
+            (void)dev().allocate({.bytes = 64 * kMiB});
+            ADD_FAILURE() << "a block past the heap's size was handed out";
+        } catch (const outcore::OutOfMemory& e) {
+            EXPECT_EQ(e.requested_bytes(), 64 * kMiB);
+        }
+    }
+    Block again = dev().allocate({.bytes = 64 * kMiB});  // not sticky
+    EXPECT_EQ(again.bytes(), 64 * kMiB);
+}
+
+// Small blocks are ranges of one native block (never a vkAllocateMemory each), at
+// offsets that are multiples of the device's alignment.
+TEST_F(VulkanTest, BlocksAreAlignedRangesOfFewNativeBlocks) {
+    std::mt19937_64 rng(outcore::test::seed());
+    const std::uint64_t align = dev().info().min_offset_alignment;
+    for (MemoryKind kind : {MemoryKind::Device, MemoryKind::HostPinned, MemoryKind::HostCached}) {
+        std::vector<Block> blocks;
+        std::set<std::uintptr_t> natives;
+        for (int i = 0; i < 200; ++i) {
+            blocks.push_back(dev().allocate({.bytes = 1 + rng() % (256 * 1024), .kind = kind}));
+            EXPECT_EQ(blocks.back().raw().offset % align, 0U);
+            natives.insert(blocks.back().raw().native);
+        }
+        EXPECT_LE(natives.size(), 1U) << "200 small blocks took " << natives.size() << " native allocations";
+    }
+}
+
+// Matrices at byte offsets 4, 8, 12, ... past an aligned start: the binding starts
+// at the aligned offset below and the shader adds the rest; a result that is off by
+// that difference, or a binding the device refuses, fails here.
+TEST_F(VulkanTest, GemmViewsAtAnyFourByteOffsetAreRight) {
+    std::mt19937_64 rng(outcore::test::seed());
+    std::uniform_real_distribution<float> uni(-1.0F, 1.0F);
+    auto cpu = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
+    for (int t = 0; t < 8; ++t) {
+        const std::uint64_t m = 1 + rng() % 70, n = 1 + rng() % 70, k = 1 + rng() % 90;
+        std::vector<float> a(m * k), b(k * n), c(m * n);
+        for (float& x : a) x = uni(rng);
+        for (float& x : b) x = uni(rng);
+        for (float& x : c) x = uni(rng);
+        const std::uint64_t off_a = 4 * (1 + rng() % 15), off_b = 4 * (1 + rng() % 15),
+                            off_c = 4 * (1 + rng() % 15);
+        auto run = [&](outcore::Device& d) {
+            auto q = d.create_queue();
+            Block block = d.allocate({.bytes = 64 * 3 + (a.size() + b.size() + c.size()) * 4 + 3 * 64});
+            const BufferView va(block, off_a, a.size() * 4);
+            const std::uint64_t b_at = 64 * ((off_a + va.bytes) / 64 + 1) + off_b;
+            const BufferView vb(block, b_at, b.size() * 4);
+            const std::uint64_t c_at = 64 * ((b_at + vb.bytes) / 64 + 1) + off_c;
+            const BufferView vc(block, c_at, c.size() * 4);
+            q->upload(a.data(), va);
+            q->upload(b.data(), vb);
+            q->upload(c.data(), vc);
+            d.kernels().gemm(*q, GemmTileArgs{.m = m,
+                                              .n = n,
+                                              .k = k,
+                                              .a = va,
+                                              .lda = m,
+                                              .b = vb,
+                                              .ldb = k,
+                                              .c = vc,
+                                              .ldc = m,
+                                              .alpha = 1.5,
+                                              .beta = 0.5});
+            std::vector<float> out(c.size());
+            q->download(vc, out.data());
+            q->synchronize();
+            return out;
+        };
+        const std::vector<float> got = run(dev());
+        const std::vector<float> want = run(*cpu);
+        for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-4) << "element " << i;
+    }
+    auto q = dev().create_queue();
+    Block block = dev().allocate({.bytes = 4096});
+    const GemmTileArgs odd{.m = 2,
+                           .n = 2,
+                           .k = 2,
+                           .a = BufferView(block, 2, 16),
+                           .lda = 2,
+                           .b = block,
+                           .ldb = 2,
+                           .c = block,
+                           .ldc = 2};
+    EXPECT_THROW(dev().kernels().gemm(*q, odd), outcore::UsageError) << "f32 at byte offset 2";
+}
+
+// Parameters up to maxPushConstantsSize travel inline (push constants); one byte more
+// goes to a device buffer holding exactly those bytes.
+TEST_F(VulkanTest, KernelParametersSwitchToABufferPastThePushConstantLimit) {
+    const std::uint64_t limit = dev().info().max_inline_bytes;
+    ASSERT_GE(limit, 128U) << "Vulkan guarantees 128 bytes of push constants";
+    auto q = dev().create_queue();
+    std::vector<std::byte> bytes(limit + 1);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::byte>(i * 7 + 1);
+    const outcore::KernelParams small =
+        outcore::KernelParams::make(dev(), *q, std::span<const std::byte>(bytes.data(), limit));
+    EXPECT_TRUE(small.is_inline());
+    const outcore::KernelParams large = outcore::KernelParams::make(dev(), *q, bytes);
+    ASSERT_FALSE(large.is_inline());
+    std::vector<std::byte> back(bytes.size());
+    q->download(large.buffer().sub(0, bytes.size()), back.data());
+    q->synchronize();
+    EXPECT_EQ(back, bytes);
+}
+
+// Many small commands from several queues, ordered by events: batching into command
+// buffers must keep each queue's order.
+TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {
+    auto q = dev().create_queue(outcore::QueueRole::Upload);
+    auto r = dev().create_queue(outcore::QueueRole::Compute);
+    auto done = dev().create_event();
+    Block x = dev().allocate({.bytes = 4096});
+    Block y = dev().allocate({.bytes = 4096});
+    std::vector<std::uint32_t> values(1024);
+    for (std::uint32_t round = 0; round < 600; ++round) {
+        q->fill(BufferView(x, 4 * (round % 1024), 4), static_cast<std::byte>(round & 0xFF));
+    }
+    q->record(*done);
+    r->wait(*done);
+    r->copy(x, y);
+    r->download(y, values.data());
+    r->synchronize();
+    for (std::uint32_t i = 0; i < 1024; ++i) {
+        // The last round that wrote word i: rounds i, i + 1024 (none past 600).
+        if (i < 600) {
+            EXPECT_EQ(values[i], (i & 0xFFU) * 0x01010101U) << i;
+        }
+    }
+}
+
+}  // namespace
