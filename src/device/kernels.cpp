@@ -68,9 +68,32 @@ void check_image(const char* name, const BufferView& v, std::uint64_t rows, std:
 
 }  // namespace
 
+namespace {
+
+/// Largest Conv2D radius: 15×15 kernels, on every backend (tiled work must run on any).
+constexpr std::uint32_t kMaxConvRadius = 7;
+
+bool is_pixel_type(DType t) noexcept { return t == DType::U8 || t == DType::U16 || t == DType::F32; }
+
+}  // namespace
+
 void Kernels::filter(Queue& queue, const FilterTileArgs& a) {
     if (a.channels < 1 || a.channels > 4)
         throw UsageError("filter", fmt::format("{} channels (1..4)", a.channels));
+    if (!is_pixel_type(a.in_type) || !is_pixel_type(a.out_type)) {
+        throw UsageError("filter", fmt::format("{} → {} is not supported (u8, u16 and f32 only)",
+                                               to_string(a.in_type), to_string(a.out_type)));
+    }
+    if (a.op == FilterOp::SeparableRow && a.out_type != DType::F32) {
+        throw UsageError("filter", "the separable row pass writes f32");
+    }
+    if (a.op == FilterOp::SeparableColumn && a.in_type != DType::F32) {
+        throw UsageError("filter", "the separable column pass reads f32");
+    }
+    if (a.op == FilterOp::Conv2D && a.radius > kMaxConvRadius) {
+        throw UsageError("filter",
+                         fmt::format("a {0}×{0} kernel is over the 15×15 limit", 2ULL * a.radius + 1));
+    }
     if (a.out_rows == 0 || a.out_cols == 0) return;
     if (a.op == FilterOp::SobelMagnitude && a.radius != 1) throw UsageError("filter", "Sobel has radius 1");
     std::uint64_t taps = 0;

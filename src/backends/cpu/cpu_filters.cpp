@@ -55,8 +55,6 @@ namespace outcore::cpu {
 namespace {
 
 constexpr const char* kComponent = "cpu";
-/// Largest Conv2D radius: 15×15 kernels.
-constexpr std::uint32_t kMaxConvRadius = 7;
 /// Floats per column block: the accumulator block and the rows it reads stay in L1.
 constexpr std::size_t kBlockFloats = 1024;
 /// Multiply-adds a parallel chunk should at least hold to be worth a handover.
@@ -274,8 +272,6 @@ void run_job(const FilterJob& job) {
         job.out_rows, grain, [&job](std::uint64_t begin, std::uint64_t end) { run_rows(job, begin, end); });
 }
 
-bool is_pixel_type(DType t) noexcept { return t == DType::U8 || t == DType::U16 || t == DType::F32; }
-
 void check_alignment(const char* name, const std::byte* address, std::uint64_t stride, DType type) {
     const std::uint64_t elem = dtype_bytes(type);
     if (reinterpret_cast<std::uintptr_t>(address) % elem != 0 || stride % elem != 0) {
@@ -296,20 +292,7 @@ void CpuKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     if (args.in.block.device_id != device_->id() || args.out.block.device_id != device_->id()) {
         throw UsageError(kComponent, "filter: a tile belongs to another device");
     }
-    if (!is_pixel_type(args.in_type) || !is_pixel_type(args.out_type)) {
-        throw UsageError(kComponent, fmt::format("filter: {} → {} is not supported (u8, u16 and f32 only)",
-                                                 to_string(args.in_type), to_string(args.out_type)));
-    }
-    if (args.op == FilterOp::SeparableRow && args.out_type != DType::F32) {
-        throw UsageError(kComponent, "filter: the separable row pass writes f32");
-    }
-    if (args.op == FilterOp::SeparableColumn && args.in_type != DType::F32) {
-        throw UsageError(kComponent, "filter: the separable column pass reads f32");
-    }
-    if (args.op == FilterOp::Conv2D && args.radius > kMaxConvRadius) {
-        throw UsageError(kComponent, fmt::format("filter: a {0}×{0} kernel is over the CPU's 15×15 limit",
-                                                 2ULL * args.radius + 1));
-    }
+    // Types, passes and the 15×15 limit: checked by Kernels::filter for every backend.
     if (args.out_rows == 0 || args.out_cols == 0) return;
 
     FilterJob job;

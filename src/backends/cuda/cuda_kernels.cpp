@@ -20,9 +20,6 @@ namespace outcore::cuda {
 namespace {
 
 constexpr auto kIntMax = static_cast<std::uint64_t>(std::numeric_limits<int>::max());
-/// Largest Conv2D radius: 15×15 kernels, the CPU backend's limit (tiled work must run
-/// on either backend).
-constexpr std::uint32_t kMaxConvRadius = 7;
 
 /// Checks what the GPU will read or write through `view`: this device's memory, inside
 /// its block, reachable by kernels (not pageable), aligned to its elements.
@@ -45,8 +42,6 @@ void check_kernel_view(const CudaDevice& device, const char* kernel, const char*
                                                  name, elem_bytes));
     }
 }
-
-bool is_pixel_type(DType t) noexcept { return t == DType::U8 || t == DType::U16 || t == DType::F32; }
 
 PixelKind pixel_kind(DType t) noexcept {
     switch (t) {
@@ -154,20 +149,7 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
 
 void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     CudaQueue& q = own_queue(queue, "filter");
-    if (!is_pixel_type(args.in_type) || !is_pixel_type(args.out_type)) {
-        throw UsageError(kComponent, fmt::format("filter: {} → {} is not supported (u8, u16 and f32 only)",
-                                                 to_string(args.in_type), to_string(args.out_type)));
-    }
-    if (args.op == FilterOp::SeparableRow && args.out_type != DType::F32) {
-        throw UsageError(kComponent, "filter: the separable row pass writes f32");
-    }
-    if (args.op == FilterOp::SeparableColumn && args.in_type != DType::F32) {
-        throw UsageError(kComponent, "filter: the separable column pass reads f32");
-    }
-    if (args.op == FilterOp::Conv2D && args.radius > kMaxConvRadius) {
-        throw UsageError(kComponent, fmt::format("filter: a {0}×{0} kernel is over the 15×15 limit",
-                                                 2ULL * args.radius + 1));
-    }
+    // Types, passes and the 15×15 limit: checked by Kernels::filter for every backend.
     if (args.out_rows == 0 || args.out_cols == 0) return;
     const std::uint64_t in_elem = dtype_bytes(args.in_type);
     const std::uint64_t out_elem = dtype_bytes(args.out_type);
