@@ -325,8 +325,26 @@ Context::Context(std::uint32_t index) {
         extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (has_device_extension(physical_, "VK_KHR_portability_subset"))  // MoltenVK requires it when present
         extensions.push_back("VK_KHR_portability_subset");
+    // 8- and 16-bit storage: the filter shader reads and writes u8 and u16 pixels.
+    VkPhysicalDeviceVulkan12Features f12{};
+    f12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    VkPhysicalDeviceVulkan11Features f11{};
+    f11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    f11.pNext = &f12;
+    VkPhysicalDeviceFeatures2 features{};
+    features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    features.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(physical_, &features);
+    small_storage_ = f12.storageBuffer8BitAccess == VK_TRUE && f11.storageBuffer16BitAccess == VK_TRUE;
+    VkPhysicalDeviceVulkan12Features want12{};
+    want12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
+    want12.storageBuffer8BitAccess = small_storage_ ? VK_TRUE : VK_FALSE;
+    VkPhysicalDeviceVulkan11Features want11{};
+    want11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
+    want11.pNext = &want12;
+    want11.storageBuffer16BitAccess = small_storage_ ? VK_TRUE : VK_FALSE;
     const VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-                                  .pNext = nullptr,
+                                  .pNext = &want11,
                                   .flags = 0,
                                   .queueCreateInfoCount = static_cast<std::uint32_t>(queues.size()),
                                   .pQueueCreateInfos = queues.data(),

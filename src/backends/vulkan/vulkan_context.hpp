@@ -71,6 +71,8 @@ public:
     [[nodiscard]] const VkPhysicalDeviceMemoryProperties& memory() const noexcept { return memory_; }
     [[nodiscard]] bool coherent(MemoryKind kind) const noexcept;
     [[nodiscard]] PFN_vkCmdPushDescriptorSetKHR push_descriptor() const noexcept { return push_descriptor_; }
+    /// 8- and 16-bit storage buffers are on (the filter shader needs them).
+    [[nodiscard]] bool small_storage() const noexcept { return small_storage_; }
 
 private:
     Instance instance_;
@@ -83,6 +85,7 @@ private:
     SharedQueue compute_;
     SharedQueue transfer_;
     bool has_transfer_ = false;
+    bool small_storage_ = false;
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
 };
 

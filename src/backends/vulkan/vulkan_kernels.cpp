@@ -27,6 +27,27 @@ struct GemmPush {
 
 constexpr std::uint32_t kGemmBlock = 64;  // BM = BN of the shader
 
+/// Push constants of filter.comp, in its declaration order.
+struct FilterPush {
+    std::uint32_t op, in_type, out_type, step, radius, out_rows, out_elems;
+    std::uint32_t in_off, in_stride, out_off, out_stride, w_off;
+};
+
+constexpr std::uint32_t kFilterGroupX = 32;  // local size of filter.comp
+constexpr std::uint32_t kFilterGroupY = 8;
+
+std::uint32_t pixel_code(DType t) { return t == DType::U8 ? 0U : t == DType::U16 ? 1U : 2U; }
+
+std::uint32_t op_code(FilterOp op) {
+    switch (op) {
+        case FilterOp::SeparableRow: return 0;
+        case FilterOp::SeparableColumn: return 1;
+        case FilterOp::Conv2D: return 2;
+        case FilterOp::SobelMagnitude: return 3;
+    }
+    return 3;
+}
+
 /// A view bound as a storage buffer: the binding starts at the view's offset rounded
 /// down to the device's alignment; `element` is where the view starts from there.
 struct Binding {
@@ -35,19 +56,19 @@ struct Binding {
 };
 
 Binding bind(VulkanDevice& device, VkBuffer buffer, const BufferView& view, std::uint64_t element_bytes,
-             const char* name) {
+             const char* kernel, const char* name) {
     const DeviceInfo& info = device.info();
     const std::uint64_t align =
         std::max<std::uint64_t>(device.context().limits().minStorageBufferOffsetAlignment, 1);
     const std::uint64_t start = view.native_offset();
     const std::uint64_t base = start / align * align;
     if ((start - base) % element_bytes != 0) {
-        throw UsageError("gemm", fmt::format("{} starts at byte {}, not a multiple of its {}-byte elements",
+        throw UsageError(kernel, fmt::format("{} starts at byte {}, not a multiple of its {}-byte elements",
                                              name, start, element_bytes));
     }
     const std::uint64_t range = start + view.bytes - base;
     if (range > info.max_buffer_bytes) {
-        throw UsageError("gemm",
+        throw UsageError(kernel,
                          fmt::format("{} spans {} bytes, above the device's storage-buffer range of {}", name,
                                      range, info.max_buffer_bytes));
     }
@@ -55,8 +76,8 @@ Binding bind(VulkanDevice& device, VkBuffer buffer, const BufferView& view, std:
                    .element = static_cast<std::uint32_t>((start - base) / element_bytes)};
 }
 
-std::uint32_t u32(std::uint64_t v, const char* what) {
-    if (v > UINT32_MAX) throw UsageError("gemm", fmt::format("{} = {} is above 2^32 - 1", what, v));
+std::uint32_t u32(std::uint64_t v, const char* kernel, const char* what) {
+    if (v > UINT32_MAX) throw UsageError(kernel, fmt::format("{} = {} is above 2^32 - 1", what, v));
     return static_cast<std::uint32_t>(v);
 }
 
@@ -131,10 +152,59 @@ ComputePipeline::~ComputePipeline() {
     set_layout_ = VK_NULL_HANDLE;
 }
 
+// --- dispatch ---------------------------------------------------------------------
+
+namespace {
+
+/// Records one dispatch of `pipe` on `q`'s worker: its storage buffers pushed as
+/// descriptors, `push` as push constants; `keep` (may be null) lives until it ran.
+void dispatch(VulkanQueue& q, VulkanDevice& device, const ComputePipeline& pipe,
+              std::vector<VkDescriptorBufferInfo> infos, std::vector<std::byte> push, std::uint32_t gx,
+              std::uint32_t gy, std::shared_ptr<void> keep) {
+    q.enqueue_batched([&q, &device, &pipe, infos = std::move(infos), push = std::move(push), gx, gy,
+                       keep = std::move(keep)]() mutable {
+        VkCommandBuffer cmd = q.commands();
+        std::vector<VkWriteDescriptorSet> writes(infos.size());
+        for (std::uint32_t i = 0; i < infos.size(); ++i) {
+            writes[i] = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                         .pNext = nullptr,
+                         .dstSet = VK_NULL_HANDLE,
+                         .dstBinding = i,
+                         .dstArrayElement = 0,
+                         .descriptorCount = 1,
+                         .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                         .pImageInfo = nullptr,
+                         .pBufferInfo = &infos[i],
+                         .pTexelBufferView = nullptr};
+        }
+        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline());
+        device.context().push_descriptor()(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout(), 0,
+                                           static_cast<std::uint32_t>(writes.size()), writes.data());
+        vkCmdPushConstants(cmd, pipe.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           static_cast<std::uint32_t>(push.size()), push.data());
+        vkCmdDispatch(cmd, gx, gy, 1);
+        if (keep) q.keep(std::move(keep));
+    });
+}
+
+template <typename T>
+std::vector<std::byte> bytes_of(const T& value) {
+    std::vector<std::byte> out(sizeof(T));
+    std::memcpy(out.data(), &value, sizeof(T));
+    return out;
+}
+
+}  // namespace
+
 // --- VulkanKernels ------------------------------------------------------------------
 
 VulkanKernels::VulkanKernels(VulkanDevice& device)
-    : device_(device), gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush)) {}
+    : device_(device), gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush)) {
+    if (device.context().small_storage()) {
+        filter_ = std::make_unique<ComputePipeline>(device.context().device(), spirv_filter(), 7,
+                                                    static_cast<std::uint32_t>(sizeof(FilterPush)));
+    }
+}
 
 bool VulkanKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
     return type == DType::F32 && compute == GemmCompute::Exact;
@@ -152,15 +222,15 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                                              args.m, args.n, limits.maxComputeWorkGroupCount[0],
                                              limits.maxComputeWorkGroupCount[1]));
     }
-    const Binding a = bind(device_, q.buffer_of(args.a), args.a, 4, "A");
-    const Binding b = bind(device_, q.buffer_of(args.b), args.b, 4, "B");
-    const Binding c = bind(device_, q.buffer_of(args.c), args.c, 4, "C");
-    const GemmPush push{.m = u32(args.m, "m"),
-                        .n = u32(args.n, "n"),
-                        .k = u32(args.k, "k"),
-                        .lda = u32(args.lda, "lda"),
-                        .ldb = u32(args.ldb, "ldb"),
-                        .ldc = u32(args.ldc, "ldc"),
+    const Binding a = bind(device_, q.buffer_of(args.a), args.a, 4, "gemm", "A");
+    const Binding b = bind(device_, q.buffer_of(args.b), args.b, 4, "gemm", "B");
+    const Binding c = bind(device_, q.buffer_of(args.c), args.c, 4, "gemm", "C");
+    const GemmPush push{.m = u32(args.m, "gemm", "m"),
+                        .n = u32(args.n, "gemm", "n"),
+                        .k = u32(args.k, "gemm", "k"),
+                        .lda = u32(args.lda, "gemm", "lda"),
+                        .ldb = u32(args.ldb, "gemm", "ldb"),
+                        .ldc = u32(args.ldc, "gemm", "ldc"),
                         .a_off = a.element,
                         .b_off = b.element,
                         .c_off = c.element,
@@ -168,30 +238,84 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                         .trans_b = args.trans_b ? 1U : 0U,
                         .alpha = static_cast<float>(args.alpha),
                         .beta = static_cast<float>(args.beta)};
-    const std::array<VkDescriptorBufferInfo, 3> infos{a.info, b.info, c.info};
-    const auto gx = static_cast<std::uint32_t>(groups_m);
-    const auto gy = static_cast<std::uint32_t>(groups_n);
-    q.enqueue_batched([this, &q, push, infos, gx, gy] {
-        VkCommandBuffer cmd = q.commands();
-        std::array<VkWriteDescriptorSet, 3> writes{};
-        for (std::uint32_t i = 0; i < 3; ++i) {
-            writes[i] = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                         .pNext = nullptr,
-                         .dstSet = VK_NULL_HANDLE,
-                         .dstBinding = i,
-                         .dstArrayElement = 0,
-                         .descriptorCount = 1,
-                         .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                         .pImageInfo = nullptr,
-                         .pBufferInfo = &infos[i],
-                         .pTexelBufferView = nullptr};
-        }
-        vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, gemm_f32_.pipeline());
-        device_.context().push_descriptor()(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, gemm_f32_.layout(), 0, 3,
-                                            writes.data());
-        vkCmdPushConstants(cmd, gemm_f32_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(push), &push);
-        vkCmdDispatch(cmd, gx, gy, 1);
-    });
+    dispatch(q, device_, gemm_f32_, {a.info, b.info, c.info}, bytes_of(push),
+             static_cast<std::uint32_t>(groups_m), static_cast<std::uint32_t>(groups_n), nullptr);
+}
+
+void VulkanKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
+    VulkanQueue& q = vulkan_queue(queue, "filter");
+    if (!filter_) {
+        throw UsageError("filter", fmt::format("{} lacks 8- and 16-bit storage buffers, which the filter "
+                                               "shader needs",
+                                               device_.info().name));
+    }
+    const std::uint64_t in_elem = dtype_bytes(args.in_type);
+    const std::uint64_t out_elem = dtype_bytes(args.out_type);
+    if (args.in_row_stride % in_elem != 0 || args.out_row_stride % out_elem != 0) {
+        throw UsageError("filter", "row strides must be multiples of the element size");
+    }
+    const std::uint64_t halo_rows = args.op == FilterOp::SeparableRow ? 0 : args.radius;
+    const std::uint64_t halo_cols = args.op == FilterOp::SeparableColumn ? 0 : args.radius;
+    const std::uint64_t in_rows = args.out_rows + 2 * halo_rows;
+    const std::uint64_t in_span =
+        args.in_row_stride * (in_rows - 1) + (args.out_cols + 2 * halo_cols) * args.channels * in_elem;
+    const std::uint64_t out_span =
+        args.out_row_stride * (args.out_rows - 1) + args.out_cols * args.channels * out_elem;
+    // A row written early must not be read later as input.
+    if (args.in.block.native == args.out.block.native &&
+        args.in.native_offset() < args.out.native_offset() + out_span &&
+        args.out.native_offset() < args.in.native_offset() + in_span) {
+        throw UsageError("filter", "the input and output tiles overlap");
+    }
+    const BufferView in = args.in.sub(0, in_span);
+    const BufferView out = args.out.sub(0, out_span);
+    const Binding bin = bind(device_, q.buffer_of(in), in, in_elem, "filter", "the input");
+    const Binding bout = bind(device_, q.buffer_of(out), out, out_elem, "filter", "the output");
+    // Weights: a caller's buffer as it is; inline ones (setBytes) copied into staging
+    // memory here, as Metal copies setBytes data.
+    std::shared_ptr<Block> inline_weights;
+    VkDescriptorBufferInfo weights{};
+    std::uint32_t w_off = 0;
+    const std::size_t taps = args.weights != nullptr ? args.weights->size_bytes() / sizeof(float) : 0;
+    if (taps == 0 || args.weights->is_inline()) {
+        const std::uint64_t bytes = std::max<std::uint64_t>(taps * sizeof(float), 4);
+        inline_weights = std::make_shared<Block>(device_.staging().allocate(
+            {.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "vulkan.params"}));
+        if (taps > 0)
+            std::memcpy(inline_weights->host(), args.weights->inline_bytes().data(), taps * sizeof(float));
+        weights = {.buffer = device_.buffer_of(inline_weights->raw()),
+                   .offset = inline_weights->raw().offset,
+                   .range = bytes};
+    } else {
+        const BufferView wv = args.weights->buffer().sub(0, taps * sizeof(float));
+        const Binding bw = bind(device_, q.buffer_of(wv), wv, sizeof(float), "filter", "the weights");
+        weights = bw.info;
+        w_off = bw.element;
+    }
+    const std::uint64_t out_elems = args.out_cols * args.channels;
+    const VkPhysicalDeviceLimits& limits = device_.context().limits();
+    const std::uint64_t gx = (out_elems + kFilterGroupX - 1) / kFilterGroupX;
+    const std::uint64_t gy = (args.out_rows + kFilterGroupY - 1) / kFilterGroupY;
+    if (gx > limits.maxComputeWorkGroupCount[0] || gy > limits.maxComputeWorkGroupCount[1]) {
+        throw UsageError("filter",
+                         fmt::format("a {}x{} tile needs more workgroups than the device dispatches",
+                                     args.out_rows, args.out_cols));
+    }
+    const FilterPush push{.op = op_code(args.op),
+                          .in_type = pixel_code(args.in_type),
+                          .out_type = pixel_code(args.out_type),
+                          .step = args.channels,
+                          .radius = args.radius,
+                          .out_rows = u32(args.out_rows, "filter", "rows"),
+                          .out_elems = u32(out_elems, "filter", "samples per row"),
+                          .in_off = bin.element,
+                          .in_stride = u32(args.in_row_stride / in_elem, "filter", "the input stride"),
+                          .out_off = bout.element,
+                          .out_stride = u32(args.out_row_stride / out_elem, "filter", "the output stride"),
+                          .w_off = w_off};
+    dispatch(q, device_, *filter_, {bin.info, bin.info, bin.info, bout.info, bout.info, bout.info, weights},
+             bytes_of(push), static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy),
+             std::move(inline_weights));
 }
 
 void VulkanKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {

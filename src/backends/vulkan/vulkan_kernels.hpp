@@ -5,11 +5,14 @@
 // minStorageBufferOffsetAlignment, the rest passed as element offsets in push
 // constants, so any 4-byte-aligned view works. The edge fill is one vkCmdCopyBuffer
 // whose regions copy each outside pixel (or run) from its source inside the image.
-// Filters are not there yet (Kernels' default: UsageError).
+// Filters are shaders/filter.comp: one invocation per output sample, the CPU
+// backend's arithmetic (every operation `precise`), u8/u16/f32 pixels through 8- and
+// 16-bit storage buffers.
 #pragma once
 
 #include <vulkan/vulkan.h>
 
+#include <memory>
 #include <span>
 
 #include "outcore/device/kernels.hpp"
@@ -20,6 +23,7 @@ class VulkanDevice;
 
 /// SPIR-V of the shaders, embedded at build time (vulkan_shaders.cpp, generated).
 std::span<const std::uint32_t> spirv_gemm_f32();
+std::span<const std::uint32_t> spirv_filter();
 
 /// One compute pipeline whose bindings are `buffers` storage buffers (set 0, push
 /// descriptors) and whose push constants are `push_bytes`.
@@ -48,11 +52,13 @@ public:
 
 private:
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
+    void do_filter(Queue& queue, const FilterTileArgs& args) override;
     void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override;
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;
 
     VulkanDevice& device_;
     ComputePipeline gemm_f32_;
+    std::unique_ptr<ComputePipeline> filter_;  ///< null without 8/16-bit storage
 };
 
 }  // namespace outcore::vulkan

@@ -22,6 +22,7 @@
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/device/kernel_params.hpp"
+#include "support/filter_cases.hpp"
 #include "support/test_seed.hpp"
 
 namespace {
@@ -41,6 +42,9 @@ using outcore::MemoryKind;
 using outcore::Queue;
 using outcore::UsageError;
 using CudaKernelsTest = outcore::cuda::test::CudaTest;
+using outcore::test::every_combination;
+using outcore::test::FilterCase;
+using outcore::test::FilterInput;
 
 // --- GEMM ------------------------------------------------------------------------
 
@@ -281,85 +285,6 @@ TEST_F(CudaKernelsTest, GemmRefusesPageableOperandsAndForeignQueues) {
 
 // --- filters ---------------------------------------------------------------------
 
-struct FilterCase {
-    FilterOp op = FilterOp::Conv2D;
-    DType in = DType::F32;
-    DType out = DType::F32;
-    std::uint32_t channels = 1;
-    std::uint32_t radius = 1;
-    std::uint64_t rows = 1, cols = 1;       ///< output tile
-    std::uint64_t in_pad = 0, out_pad = 0;  ///< row padding in bytes (multiples of the element)
-};
-
-std::string describe(const FilterCase& fc) {
-    return "op " + std::to_string(static_cast<int>(fc.op)) + " " + std::string(outcore::to_string(fc.in)) +
-           "->" + std::string(outcore::to_string(fc.out)) + " c" + std::to_string(fc.channels) + " r" +
-           std::to_string(fc.radius) + " " + std::to_string(fc.rows) + "x" + std::to_string(fc.cols);
-}
-
-/// The tile's input (with halo), weights and layout, shared by both devices' runs.
-struct FilterInput {
-    FilterCase fc;
-    std::uint64_t in_stride = 0, out_stride = 0, in_rows = 0;
-    std::vector<std::byte> input;
-    std::vector<float> weights;
-
-    FilterInput(const FilterCase& c, std::mt19937_64& rng) : fc(c) {
-        const std::uint64_t hr = c.op == FilterOp::SeparableRow ? 0 : c.radius;
-        const std::uint64_t hc = c.op == FilterOp::SeparableColumn ? 0 : c.radius;
-        in_rows = c.rows + 2 * hr;
-        in_stride = (c.cols + 2 * hc) * c.channels * outcore::dtype_bytes(c.in) + c.in_pad;
-        out_stride = c.cols * c.channels * outcore::dtype_bytes(c.out) + c.out_pad;
-        input.resize(in_rows * in_stride);
-        std::uniform_real_distribution<float> real(-64.0F, 320.0F);
-        const std::size_t count = input.size() / outcore::dtype_bytes(c.in);
-        for (std::size_t i = 0; i < count; ++i) {
-            if (c.in == DType::U8) {
-                input[i] = static_cast<std::byte>(rng());
-            } else if (c.in == DType::U16) {
-                const auto v = static_cast<std::uint16_t>(rng());
-                std::memcpy(input.data() + i * 2, &v, 2);
-            } else {
-                const float v = real(rng);
-                std::memcpy(input.data() + i * 4, &v, 4);
-            }
-        }
-        const std::size_t side = 2 * std::size_t{c.radius} + 1;
-        const std::size_t taps = c.op == FilterOp::SobelMagnitude ? 0
-                                 : c.op == FilterOp::Conv2D       ? side * side
-                                                                  : side;
-        std::uniform_real_distribution<float> w(-1.0F, 1.0F);
-        weights.resize(taps);
-        for (float& v : weights) v = w(rng) / static_cast<float>(side);
-    }
-
-    /// Runs the tile on `dev` with input and output in `kind` memory; returns the output rows.
-    std::vector<std::byte> run(Device& dev, MemoryKind kind = MemoryKind::Device) const {
-        auto q = dev.create_queue(outcore::QueueRole::Compute);
-        Block in = dev.allocate({.bytes = input.size(), .kind = kind});
-        Block out = dev.allocate({.bytes = fc.rows * out_stride, .kind = kind});
-        std::vector<std::byte> result(fc.rows * out_stride, std::byte{0xAB});
-        q->upload(input.data(), in);
-        q->upload(result.data(), out);  // poison: every sample must be written, padding kept
-        const KernelParams params = KernelParams::make(dev, *q, std::as_bytes(std::span(weights)));
-        dev.kernels().filter(*q, FilterTileArgs{.op = fc.op,
-                                                .channels = fc.channels,
-                                                .radius = fc.radius,
-                                                .in_type = fc.in,
-                                                .out_type = fc.out,
-                                                .out_rows = fc.rows,
-                                                .out_cols = fc.cols,
-                                                .in = in,
-                                                .in_row_stride = in_stride,
-                                                .out = out,
-                                                .out_row_stride = out_stride,
-                                                .weights = weights.empty() ? nullptr : &params});
-        q->download(out, result.data());
-        q->synchronize();
-        return result;
-    }
-};
-
 class CudaFilterTest : public CudaKernelsTest {
 protected:
     void SetUp() override {
@@ -388,36 +313,6 @@ protected:
 
     std::unique_ptr<Device> cpu_;
 };
-
-std::vector<FilterCase> every_combination(std::mt19937_64& rng) {
-    std::vector<FilterCase> cases;
-    const DType types[] = {DType::U8, DType::U16, DType::F32};
-    for (FilterOp op :
-         {FilterOp::SeparableRow, FilterOp::SeparableColumn, FilterOp::Conv2D, FilterOp::SobelMagnitude}) {
-        for (DType in : types) {
-            for (DType out : types) {
-                if (op == FilterOp::SeparableRow && out != DType::F32) continue;
-                if (op == FilterOp::SeparableColumn && in != DType::F32) continue;
-                const std::uint32_t channels = 1 + static_cast<std::uint32_t>(rng() % 4);
-                std::uint32_t radius = 1;
-                if (op == FilterOp::Conv2D) radius = static_cast<std::uint32_t>(rng() % 8);
-                if (op == FilterOp::SeparableRow || op == FilterOp::SeparableColumn) {
-                    radius = static_cast<std::uint32_t>(rng() % 40);
-                }
-                cases.push_back({.op = op,
-                                 .in = in,
-                                 .out = out,
-                                 .channels = channels,
-                                 .radius = radius,
-                                 .rows = 1 + rng() % 150,
-                                 .cols = 1 + rng() % 700,
-                                 .in_pad = (rng() % 3) * 4 * outcore::dtype_bytes(in),
-                                 .out_pad = (rng() % 3) * outcore::dtype_bytes(out)});
-            }
-        }
-    }
-    return cases;
-}
 
 TEST_F(CudaFilterTest, EveryOpAndTypeMatchesTheCpuBitForBit) {
     std::mt19937_64 rng(outcore::test::seed());
