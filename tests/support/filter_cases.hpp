@@ -7,6 +7,8 @@
 //   }
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -71,12 +73,16 @@ struct FilterInput {
         for (float& v : weights) v = w(rng) / static_cast<float>(side);
     }
 
-    /// Runs the tile on `dev` with input and output in `kind` memory; returns the output rows.
-    std::vector<std::byte> run(outcore::Device& dev,
-                               outcore::MemoryKind kind = outcore::MemoryKind::Device) const {
+    /// Runs the tile on `dev` with input and output in `kind` memory, `in_offset` and
+    /// `out_offset` bytes into their blocks (multiples of their elements); returns the
+    /// output rows.
+    std::vector<std::byte> run(outcore::Device& dev, outcore::MemoryKind kind = outcore::MemoryKind::Device,
+                               std::uint64_t in_offset = 0, std::uint64_t out_offset = 0) const {
         auto q = dev.create_queue(outcore::QueueRole::Compute);
-        outcore::Block in = dev.allocate({.bytes = input.size(), .kind = kind});
-        outcore::Block out = dev.allocate({.bytes = fc.rows * out_stride, .kind = kind});
+        outcore::Block in_block = dev.allocate({.bytes = in_offset + input.size(), .kind = kind});
+        outcore::Block out_block = dev.allocate({.bytes = out_offset + fc.rows * out_stride, .kind = kind});
+        const outcore::BufferView in(in_block, in_offset, input.size());
+        const outcore::BufferView out(out_block, out_offset, fc.rows * out_stride);
         std::vector<std::byte> result(fc.rows * out_stride, std::byte{0xAB});
         q->upload(input.data(), in);
         q->upload(result.data(), out);  // poison: every sample must be written, padding kept
@@ -128,6 +134,21 @@ inline std::vector<FilterCase> every_combination(std::mt19937_64& rng) {
         }
     }
     return cases;
+}
+
+/// Runs `fc` (fresh random input from `rng`) on `reference` and on `device` (tiles in
+/// `kind` memory there) and expects the same bytes; a failure names the first difference.
+inline void expect_same_bytes(outcore::Device& device, outcore::Device& reference, const FilterCase& fc,
+                              std::mt19937_64& rng, outcore::MemoryKind kind = outcore::MemoryKind::Device) {
+    const FilterInput input(fc, rng);
+    const std::vector<std::byte> want = input.run(reference);
+    const std::vector<std::byte> got = input.run(device, kind);
+    ASSERT_EQ(got.size(), want.size());
+    if (got == want) return;
+    std::size_t at = 0;
+    while (got[at] == want[at]) ++at;
+    ADD_FAILURE() << describe(fc) << ": first difference at byte " << at << " (row " << at / input.out_stride
+                  << ")";
 }
 
 }  // namespace outcore::test

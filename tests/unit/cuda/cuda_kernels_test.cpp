@@ -300,15 +300,7 @@ protected:
     /// Runs on the CPU and on the GPU and expects the same bytes.
     void expect_same_as_cpu(const FilterCase& fc, std::mt19937_64& rng,
                             MemoryKind kind = MemoryKind::Device) {
-        const FilterInput input(fc, rng);
-        const std::vector<std::byte> want = input.run(*cpu_);
-        const std::vector<std::byte> got = input.run(dev(), kind);
-        ASSERT_EQ(got.size(), want.size());
-        if (got == want) return;
-        std::size_t at = 0;
-        while (got[at] == want[at]) ++at;
-        ADD_FAILURE() << describe(fc) << ": first difference at byte " << at << " (row "
-                      << at / input.out_stride << ")";
+        outcore::test::expect_same_bytes(dev(), *cpu_, fc, rng, kind);
     }
 
     std::unique_ptr<Device> cpu_;

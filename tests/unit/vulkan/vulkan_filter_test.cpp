@@ -36,15 +36,7 @@ protected:
         cpu_ = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
     }
     void expect_same_as_cpu(const FilterCase& fc, std::mt19937_64& rng) {
-        const FilterInput input(fc, rng);
-        const std::vector<std::byte> want = input.run(*cpu_);
-        const std::vector<std::byte> got = input.run(*dev_);
-        ASSERT_EQ(got.size(), want.size());
-        if (got == want) return;
-        std::size_t at = 0;
-        while (got[at] == want[at]) ++at;
-        ADD_FAILURE() << describe(fc) << ": first difference at byte " << at << " (row "
-                      << at / input.out_stride << ")";
+        outcore::test::expect_same_bytes(*dev_, *cpu_, fc, rng);
     }
 
     std::unique_ptr<outcore::Device> dev_;
@@ -93,39 +85,12 @@ TEST_F(VulkanFilterTest, TilesAtUnalignedOffsetsAreRight) {
                         .rows = 20,
                         .cols = 31};
     const FilterInput input(fc, rng);
-    const std::vector<float> weights = input.weights;
-    auto run = [&](outcore::Device& d, std::uint64_t in_at, std::uint64_t out_at) {
-        auto q = d.create_queue();
-        Block block =
-            d.allocate({.bytes = in_at + input.input.size() + out_at + fc.rows * input.out_stride + 64});
-        const BufferView in(block, in_at, input.input.size());
-        const std::uint64_t in_end = (in_at + input.input.size() + 1) / 2 * 2;  // u16 output: even offsets
-        const BufferView out(block, in_end + out_at, fc.rows * input.out_stride);
-        q->upload(input.input.data(), in);
-        q->fill(out, std::byte{0});
-        const auto params = outcore::KernelParams::make(d, *q, std::as_bytes(std::span(weights)));
-        d.kernels().filter(*q, FilterTileArgs{.op = fc.op,
-                                              .channels = fc.channels,
-                                              .radius = fc.radius,
-                                              .in_type = fc.in,
-                                              .out_type = fc.out,
-                                              .out_rows = fc.rows,
-                                              .out_cols = fc.cols,
-                                              .in = in,
-                                              .in_row_stride = input.in_stride,
-                                              .out = out,
-                                              .out_row_stride = input.out_stride,
-                                              .weights = &params});
-        std::vector<std::byte> result(out.bytes);
-        q->download(out, result.data());
-        q->synchronize();
-        return result;
-    };
-    const std::vector<std::byte> want = run(*cpu_, 0, 0);
+    const std::vector<std::byte> want = input.run(*cpu_);
     for (int t = 0; t < 6; ++t) {
         const std::uint64_t in_at = 1 + rng() % 63;
         const std::uint64_t out_at = 2 * (1 + rng() % 31);
-        EXPECT_EQ(run(*dev_, in_at, out_at), want) << "input at +" << in_at << ", output at +" << out_at;
+        EXPECT_EQ(input.run(*dev_, MemoryKind::Device, in_at, out_at), want)
+            << "input at +" << in_at << ", output at +" << out_at;
     }
 }
 
