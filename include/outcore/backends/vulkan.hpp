@@ -23,9 +23,20 @@
 
 namespace outcore::vulkan {
 
+/// The GEMM shader's blocking, as specialization constants: workgroups of
+/// `workgroup`² threads, each computing `per_thread`² elements of C, through slices
+/// `depth` deep. (workgroup · per_thread · depth) must be a multiple of workgroup².
+struct GemmTile {
+    std::uint32_t workgroup = 16;
+    std::uint32_t per_thread = 4;
+    std::uint32_t depth = 16;
+};
+
 struct VulkanDeviceOptions {
     /// Position in the list above.
     std::uint32_t index = 0;
+    /// UsageError when the device cannot run it (invocations, shared memory).
+    GemmTile gemm_tile{};
 };
 
 /// What the machine offers, in the order above (instance made and dropped); empty

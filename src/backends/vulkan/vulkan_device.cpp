@@ -146,7 +146,7 @@ void NativeMemory::do_deallocate(const RawBlock& block) noexcept {
 
 // --- VulkanDevice -------------------------------------------------------------------
 
-VulkanDevice::VulkanDevice(std::unique_ptr<Context> context)
+VulkanDevice::VulkanDevice(std::unique_ptr<Context> context, const GemmTile& gemm_tile)
     : Device(context->info()), context_(std::move(context)), memory_(*context_) {
     const std::uint64_t alignment = info().min_offset_alignment;
     const std::uint64_t block = std::min(kBlockBytes, info().max_allocation_bytes);
@@ -161,7 +161,7 @@ VulkanDevice::VulkanDevice(std::unique_ptr<Context> context)
         alloc::HeapOptions{.kind = MemoryKind::HostPinned,
                            .block_bytes = std::min<std::uint64_t>(block, 64 * kMiB),
                            .tag = "vulkan.staging"});
-    kernels_ = std::make_unique<VulkanKernels>(*this);
+    kernels_ = std::make_unique<VulkanKernels>(*this, gemm_tile);
 }
 
 VulkanDevice::~VulkanDevice() {
@@ -234,7 +234,7 @@ VulkanProbe probe_vulkan() {
 }
 
 std::unique_ptr<Device> make_vulkan_device(const VulkanDeviceOptions& options) {
-    return std::make_unique<VulkanDevice>(std::make_unique<Context>(options.index));
+    return std::make_unique<VulkanDevice>(std::make_unique<Context>(options.index), options.gemm_tile);
 }
 
 namespace {

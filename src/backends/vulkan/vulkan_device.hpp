@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "outcore/alloc/heap.hpp"
+#include "outcore/backends/vulkan.hpp"
 #include "outcore/device/device.hpp"
 #include "outcore/device/registry.hpp"
 #include "vulkan_context.hpp"
@@ -57,10 +58,11 @@ private:
 
 class VulkanDevice final : public Device {
 public:
-    explicit VulkanDevice(std::unique_ptr<Context> context);
+    VulkanDevice(std::unique_ptr<Context> context, const GemmTile& gemm_tile);
     ~VulkanDevice() override;
 
     [[nodiscard]] Context& context() noexcept { return *context_; }
+    [[nodiscard]] const Context& context() const noexcept { return *context_; }
     [[nodiscard]] VkBuffer buffer_of(const RawBlock& block) const { return memory_.buffer_of(block.native); }
     /// Host-visible scratch memory for copies to and from pageable host memory; not
     /// counted in the device's accounting (the backend's own, like a driver's).

@@ -25,8 +25,6 @@ struct GemmPush {
     float alpha, beta;
 };
 
-constexpr std::uint32_t kGemmBlock = 64;  // BM = BN of the shader
-
 /// Push constants of filter.comp, in its declaration order.
 struct FilterPush {
     std::uint32_t op, in_type, out_type, step, radius, out_rows, out_elems;
@@ -86,7 +84,7 @@ std::uint32_t u32(std::uint64_t v, const char* kernel, const char* what) {
 // --- ComputePipeline ----------------------------------------------------------------
 
 ComputePipeline::ComputePipeline(VkDevice device, std::span<const std::uint32_t> spirv, std::uint32_t buffers,
-                                 std::uint32_t push_bytes)
+                                 std::uint32_t push_bytes, std::span<const std::uint32_t> specialization)
     : device_(device) {
     try {
         std::vector<VkDescriptorSetLayoutBinding> b(buffers);
@@ -120,6 +118,13 @@ ComputePipeline::ComputePipeline(VkDevice device, std::span<const std::uint32_t>
                                           .codeSize = spirv.size_bytes(),
                                           .pCode = spirv.data()};
         OUTCORE_VK_CHECK(vkCreateShaderModule(device_, &sm, nullptr, &module_));
+        std::vector<VkSpecializationMapEntry> entries(specialization.size());
+        for (std::uint32_t i = 0; i < entries.size(); ++i)
+            entries[i] = {.constantID = i, .offset = i * 4U, .size = 4};
+        const VkSpecializationInfo spec{.mapEntryCount = static_cast<std::uint32_t>(entries.size()),
+                                        .pMapEntries = entries.data(),
+                                        .dataSize = specialization.size_bytes(),
+                                        .pData = specialization.data()};
         const VkComputePipelineCreateInfo cp{
             .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
             .pNext = nullptr,
@@ -130,7 +135,7 @@ ComputePipeline::ComputePipeline(VkDevice device, std::span<const std::uint32_t>
                       .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                       .module = module_,
                       .pName = "main",
-                      .pSpecializationInfo = nullptr},
+                      .pSpecializationInfo = specialization.empty() ? nullptr : &spec},
             .layout = layout_,
             .basePipelineHandle = VK_NULL_HANDLE,
             .basePipelineIndex = -1};
@@ -198,8 +203,35 @@ std::vector<std::byte> bytes_of(const T& value) {
 
 // --- VulkanKernels ------------------------------------------------------------------
 
-VulkanKernels::VulkanKernels(VulkanDevice& device)
-    : device_(device), gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush)) {
+namespace {
+
+/// The blocking `t` checked against what the device runs; returns it as the shader's
+/// specialization constants.
+std::array<std::uint32_t, 3> gemm_specialization(const VulkanDevice& device, const GemmTile& t) {
+    const VkPhysicalDeviceLimits& l = device.context().limits();
+    const std::uint64_t threads = std::uint64_t{t.workgroup} * t.workgroup;
+    const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
+    const std::uint64_t shared = 2 * block * t.depth * sizeof(float);
+    if (t.workgroup == 0 || t.per_thread == 0 || t.depth == 0 || threads > l.maxComputeWorkGroupInvocations ||
+        t.workgroup > l.maxComputeWorkGroupSize[0] || t.workgroup > l.maxComputeWorkGroupSize[1] ||
+        (block * t.depth) % threads != 0 || shared > l.maxComputeSharedMemorySize) {
+        throw UsageError(
+            kComponent,
+            fmt::format("GEMM blocking {}x{} threads x {}x{} each, {} deep does not fit the device "
+                        "(or {}·{} is not a multiple of {})",
+                        t.workgroup, t.workgroup, t.per_thread, t.per_thread, t.depth, block, t.depth,
+                        threads));
+    }
+    return {t.workgroup, t.per_thread, t.depth};
+}
+
+}  // namespace
+
+VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
+    : device_(device),
+      gemm_tile_(gemm_tile),
+      gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush),
+                gemm_specialization(device, gemm_tile)) {
     if (device.context().small_storage()) {
         filter_ = std::make_unique<ComputePipeline>(device.context().device(), spirv_filter(), 7,
                                                     static_cast<std::uint32_t>(sizeof(FilterPush)));
@@ -214,8 +246,9 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     VulkanQueue& q = vulkan_queue(queue, "gemm");
     if (args.m == 0 || args.n == 0) return;
     const VkPhysicalDeviceLimits& limits = device_.context().limits();
-    const std::uint64_t groups_m = (args.m + kGemmBlock - 1) / kGemmBlock;
-    const std::uint64_t groups_n = (args.n + kGemmBlock - 1) / kGemmBlock;
+    const std::uint64_t block = std::uint64_t{gemm_tile_.workgroup} * gemm_tile_.per_thread;
+    const std::uint64_t groups_m = (args.m + block - 1) / block;
+    const std::uint64_t groups_n = (args.n + block - 1) / block;
     if (groups_m > limits.maxComputeWorkGroupCount[0] || groups_n > limits.maxComputeWorkGroupCount[1]) {
         throw UsageError("gemm", fmt::format("a {}x{} tile needs more workgroups than the device dispatches "
                                              "({} x {})",

@@ -15,6 +15,7 @@
 #include <memory>
 #include <span>
 
+#include "outcore/backends/vulkan.hpp"
 #include "outcore/device/kernels.hpp"
 
 namespace outcore::vulkan {
@@ -29,8 +30,9 @@ std::span<const std::uint32_t> spirv_filter();
 /// descriptors) and whose push constants are `push_bytes`.
 class ComputePipeline {
 public:
+    /// `specialization`: the values of constant_id 0, 1, ... (32-bit each).
     ComputePipeline(VkDevice device, std::span<const std::uint32_t> spirv, std::uint32_t buffers,
-                    std::uint32_t push_bytes);
+                    std::uint32_t push_bytes, std::span<const std::uint32_t> specialization = {});
     ~ComputePipeline();
     ComputePipeline(const ComputePipeline&) = delete;
     ComputePipeline& operator=(const ComputePipeline&) = delete;
@@ -48,7 +50,7 @@ private:
 
 class VulkanKernels final : public Kernels {
 public:
-    explicit VulkanKernels(VulkanDevice& device);
+    VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile);
 
 private:
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
@@ -57,6 +59,7 @@ private:
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;
 
     VulkanDevice& device_;
+    GemmTile gemm_tile_;
     ComputePipeline gemm_f32_;
     std::unique_ptr<ComputePipeline> filter_;  ///< null without 8/16-bit storage
 };

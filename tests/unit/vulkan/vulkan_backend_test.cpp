@@ -157,6 +157,50 @@ TEST_F(VulkanTest, GemmViewsAtAnyFourByteOffsetAreRight) {
     EXPECT_THROW(dev().kernels().gemm(*q, odd), outcore::UsageError) << "f32 at byte offset 2";
 }
 
+// The GEMM shader's blocking is a set of specialization constants: other values give
+// the same products (against the CPU backend), and values the device cannot run, or
+// that leave threads without whole slices to stage, are refused when the device opens.
+TEST_F(VulkanTest, GemmBlockingIsSpecializedAtPipelineCreation) {
+    std::mt19937_64 rng(outcore::test::seed());
+    std::uniform_real_distribution<float> uni(-1.0F, 1.0F);
+    auto cpu = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
+    const std::uint64_t m = 37, n = 45, k = 29;
+    std::vector<float> a(m * k), b(k * n);
+    for (float& x : a) x = uni(rng);
+    for (float& x : b) x = uni(rng);
+    auto run = [&](outcore::Device& d) {
+        auto q = d.create_queue();
+        Block ba = d.allocate({.bytes = a.size() * 4});
+        Block bb = d.allocate({.bytes = b.size() * 4});
+        Block bc = d.allocate({.bytes = m * n * 4});
+        q->upload(a.data(), ba);
+        q->upload(b.data(), bb);
+        d.kernels().gemm(
+            *q,
+            GemmTileArgs{.m = m, .n = n, .k = k, .a = ba, .lda = m, .b = bb, .ldb = k, .c = bc, .ldc = m});
+        std::vector<float> out(m * n);
+        q->download(bc, out.data());
+        q->synchronize();
+        return out;
+    };
+    const std::vector<float> want = run(*cpu);
+    for (const outcore::vulkan::GemmTile tile :
+         {outcore::vulkan::GemmTile{8, 2, 8}, outcore::vulkan::GemmTile{8, 4, 8},
+          outcore::vulkan::GemmTile{16, 2, 32}}) {
+        auto d = outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = tile});
+        const std::vector<float> got = run(*d);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            ASSERT_NEAR(got[i], want[i], 1e-5)
+                << tile.workgroup << "/" << tile.per_thread << "/" << tile.depth;
+        }
+    }
+    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {16, 4, 15}}),
+                 outcore::UsageError);
+    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {64, 4, 16}}),
+                 outcore::UsageError)
+        << "64x64 threads are more than a workgroup may have";
+}
+
 // Parameters up to maxPushConstantsSize travel inline (push constants); one byte more
 // goes to a device buffer holding exactly those bytes.
 TEST_F(VulkanTest, KernelParametersSwitchToABufferPastThePushConstantLimit) {

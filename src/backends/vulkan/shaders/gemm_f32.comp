@@ -1,12 +1,16 @@
 // gemm_f32.comp — one GEMM tile, column-major as in BLAS:
 //   C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C     (beta == 0: C is not read)
-// A workgroup of 16×16 threads computes a 64×64 block of C, 4×4 per thread, staging
-// 16-deep slices of op(A) and op(B) in shared memory. Each binding starts at an
-// offset aligned to minStorageBufferOffsetAlignment; *_off are the element offsets
-// of the matrices from there.
+// A workgroup of WG×WG threads computes a BM×BM block of C (BM = WG·TPT), TPT×TPT per
+// thread, staging BK-deep slices of op(A) and op(B) in shared memory; WG, TPT and BK
+// are specialization constants (defaults 16, 4, 16: 64×64 blocks). Each binding
+// starts at an offset aligned to minStorageBufferOffsetAlignment; *_off are the
+// element offsets of the matrices from there.
 #version 450
 
-layout(local_size_x = 16, local_size_y = 16) in;
+layout(constant_id = 0) const uint WG = 16;
+layout(constant_id = 1) const uint TPT = 4;
+layout(constant_id = 2) const uint BK = 16;
+layout(local_size_x_id = 0, local_size_y_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer A { float a[]; };
 layout(set = 0, binding = 1) readonly buffer B { float b[]; };
@@ -20,9 +24,9 @@ layout(push_constant) uniform Params {
     float alpha, beta;
 } p;
 
-const uint BM = 64;
-const uint BN = 64;
-const uint BK = 16;
+const uint BM = WG * TPT;
+const uint BN = WG * TPT;
+const uint LOADS = BM * BK / (WG * WG);  // elements of each slice one thread stages
 
 shared float as[BK][BM];
 shared float bs[BK][BN];
@@ -40,18 +44,17 @@ float load_b(uint l, uint j) {  // op(B)(l, j), 0 outside
 void main() {
     const uint tx = gl_LocalInvocationID.x;
     const uint ty = gl_LocalInvocationID.y;
-    const uint lane = ty * 16u + tx;
+    const uint lane = ty * WG + tx;
     const uint i0 = gl_WorkGroupID.x * BM;
     const uint j0 = gl_WorkGroupID.y * BN;
 
-    float acc[4][4];
-    for (uint r = 0u; r < 4u; ++r)
-        for (uint s = 0u; s < 4u; ++s) acc[r][s] = 0.0;
+    float acc[TPT][TPT];
+    for (uint r = 0u; r < TPT; ++r)
+        for (uint s = 0u; s < TPT; ++s) acc[r][s] = 0.0;
 
     for (uint l0 = 0u; l0 < p.k; l0 += BK) {
-        // 1024 elements of each slice, 4 per thread.
-        for (uint e = 0u; e < 4u; ++e) {
-            const uint idx = lane + e * 256u;
+        for (uint e = 0u; e < LOADS; ++e) {
+            const uint idx = lane + e * WG * WG;
             const uint row = idx % BM;  // along m (A) or n (B)
             const uint kk = idx / BM;
             as[kk][row] = load_a(i0 + row, l0 + kk);
@@ -59,21 +62,21 @@ void main() {
         }
         barrier();
         for (uint kk = 0u; kk < BK; ++kk) {
-            float av[4];
-            float bv[4];
-            for (uint r = 0u; r < 4u; ++r) av[r] = as[kk][tx + 16u * r];
-            for (uint s = 0u; s < 4u; ++s) bv[s] = bs[kk][ty + 16u * s];
-            for (uint r = 0u; r < 4u; ++r)
-                for (uint s = 0u; s < 4u; ++s) acc[r][s] += av[r] * bv[s];
+            float av[TPT];
+            float bv[TPT];
+            for (uint r = 0u; r < TPT; ++r) av[r] = as[kk][tx + WG * r];
+            for (uint s = 0u; s < TPT; ++s) bv[s] = bs[kk][ty + WG * s];
+            for (uint r = 0u; r < TPT; ++r)
+                for (uint s = 0u; s < TPT; ++s) acc[r][s] += av[r] * bv[s];
         }
         barrier();
     }
 
-    for (uint s = 0u; s < 4u; ++s) {
-        const uint j = j0 + ty + 16u * s;
+    for (uint s = 0u; s < TPT; ++s) {
+        const uint j = j0 + ty + WG * s;
         if (j >= p.n) continue;
-        for (uint r = 0u; r < 4u; ++r) {
-            const uint i = i0 + tx + 16u * r;
+        for (uint r = 0u; r < TPT; ++r) {
+            const uint i = i0 + tx + WG * r;
             if (i >= p.m) continue;
             const uint at = p.c_off + i + j * p.ldc;
             const float v = p.alpha * acc[r][s];
