@@ -21,6 +21,8 @@ public:
     FaultyQueue(FaultyDevice& device, QueueRole role)
         : Queue(device, role), device_(device), inner_(device.inner().create_queue(role)) {}
 
+    [[nodiscard]] Queue& inner() noexcept { return *inner_; }
+
 private:
     /// Replaces one copy by work that fails (or throws now, at submission).
     void fail(bool at_submit, const char* what) {
@@ -61,9 +63,47 @@ private:
     std::unique_ptr<Queue> inner_;
 };
 
+/// The wrapped device's kernels, run on the wrapped queue with the wrapped views, so
+/// operations that compute (GEMM, filters) run on a FaultyDevice too.
+class FaultyKernels final : public Kernels {
+public:
+    explicit FaultyKernels(FaultyDevice& device) : device_(device) {}
+
+private:
+    FaultyQueue& own(Queue& queue) {
+        auto* q = dynamic_cast<FaultyQueue*>(&queue);
+        if (q == nullptr) throw UsageError(kComponent, "a queue of another device");
+        return *q;
+    }
+    void do_gemm(Queue& queue, const GemmTileArgs& args) override {
+        GemmTileArgs a = args;
+        a.a = device_.to_inner(a.a);
+        a.b = device_.to_inner(a.b);
+        a.c = device_.to_inner(a.c);
+        device_.inner().kernels().gemm(own(queue).inner(), a);
+    }
+    void do_filter(Queue& queue, const FilterTileArgs& args) override {
+        FilterTileArgs a = args;
+        a.in = device_.to_inner(a.in);
+        a.out = device_.to_inner(a.out);
+        device_.inner().kernels().filter(own(queue).inner(), a);
+    }
+    void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override {
+        PadEdgesArgs a = args;
+        a.buffer = device_.to_inner(a.buffer);
+        device_.inner().kernels().pad_edges(own(queue).inner(), a);
+    }
+    bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override {
+        return device_.inner().kernels().supports_gemm(type, compute);
+    }
+
+    FaultyDevice& device_;
+};
+
 }  // namespace
 
-FaultyDevice::FaultyDevice(std::unique_ptr<Device> inner) : Device(inner->info()), inner_(std::move(inner)) {}
+FaultyDevice::FaultyDevice(std::unique_ptr<Device> inner)
+    : Device(inner->info()), inner_(std::move(inner)), kernels_(std::make_unique<FaultyKernels>(*this)) {}
 
 FaultyDevice::~FaultyDevice() = default;
 
@@ -154,7 +194,7 @@ std::unique_ptr<Queue> FaultyDevice::do_create_queue(QueueRole role) {
 
 std::unique_ptr<Event> FaultyDevice::do_create_event() { return inner_->create_event(); }
 
-Kernels& FaultyDevice::do_kernels() { return inner_->kernels(); }
+Kernels& FaultyDevice::do_kernels() { return *kernels_; }
 
 void FaultyDevice::do_flush(const BufferView& range) { inner_->flush(to_inner(range)); }
 

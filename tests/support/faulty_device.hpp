@@ -17,7 +17,7 @@
 // CopyFault::at_submit the submitting call throws instead. Counting starts at the
 // call to fail_*; each counter is per device (all queues together). Thread-safe.
 // Blocks, queues and events carry this device's id, so code under test cannot tell it
-// from a real backend; kernels() is the wrapped device's (its views must be mapped).
+// from a real backend; kernels() run the wrapped device's kernels on its queues.
 #pragma once
 
 #include <array>
@@ -77,6 +77,7 @@ private:
     void do_invalidate(const BufferView& range) override;
 
     std::unique_ptr<Device> inner_;
+    std::unique_ptr<Kernels> kernels_;  ///< the inner device's, on the inner queues and views
 
     mutable std::mutex mutex_;
     std::array<std::uint64_t, kMemoryKindCount> allocations_{};

@@ -1,0 +1,60 @@
+// outcore/ops/gemm_devices.hpp — one out-of-core GEMM over several devices, each
+// under its own budget.
+//
+//   std::vector<std::unique_ptr<Device>> owned = ...;   // e.g. cuda:0, cuda:1
+//   std::vector<Device*> devices = {owned[0].get(), owned[1].get()};
+//   ops::MultiGemmReport r = ops::gemm_on_devices(devices, a, b, c, {.budget_bytes = 8 * kGiB});
+//   r.devices[1].units;   // how many work units device 1 took
+//
+// C is cut into work units along the plan's panels (the panels a single device would
+// walk: rows of C tiles for A-panel and square-tile plans, columns for B-panel
+// plans), each panel split further along the other dimension only when there are
+// fewer than two panels per device. Devices take units from one shared queue as they
+// finish (not round-robin), so uneven edge units and slower devices do not stall the
+// end. Each unit is a GEMM on windows of A, B and C run by ops::gemm on that device —
+// its own plan, budget (GemmOptions::budget_bytes, or each device's recommended
+// working set), queues, heap and staging — so inside a unit the resident panel is
+// reused exactly as on one device, and units cut at panel boundaries move no more
+// bytes than one device would.
+//
+// Every element of C is written exactly once, by the unit that owns it. The first
+// failure (a device error, OutOfMemory, an I/O error) stops the other devices after
+// their current unit and is rethrown, after a log line naming the device; C then
+// holds only whole, correct units (each C tile is written after its last k-chunk).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "outcore/ops/gemm.hpp"
+
+namespace outcore::ops {
+
+/// What one device did in a gemm_on_devices run.
+struct DeviceShare {
+    std::string device;                   ///< DeviceInfo::id(): "cuda:1"
+    std::uint64_t units = 0;              ///< work units it ran
+    std::uint64_t bytes_moved = 0;        ///< uploaded + downloaded over its units
+    std::uint64_t peak_device_bytes = 0;  ///< the largest peak of its units
+    std::uint64_t budget_bytes = 0;
+    double busy_seconds = 0;  ///< wall time inside its units
+};
+
+struct MultiGemmReport {
+    double seconds = 0;  ///< the whole call
+    double tflops = 0;   ///< 2·m·n·k / seconds / 1e12
+    std::uint64_t bytes_moved = 0;
+    std::uint64_t units = 0;
+    tile::GemmPlan plan{};  ///< the whole problem's plan on the first device (sets the units)
+    std::vector<DeviceShare> devices;
+};
+
+/// C = α·op(A)·op(B) + β·C over `devices` (at least one; a device listed twice is a
+/// UsageError). Options as for ops::gemm; `progress` is called with the fraction of
+/// units done. Does not commit() the sink.
+MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::MatrixSource& a,
+                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options);
+
+}  // namespace outcore::ops
