@@ -12,11 +12,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "outcore/core/config.hpp"
+#include "outcore/device/device.hpp"
 
 namespace CLI {  // NOLINT(readability-identifier-naming): CLI11's namespace
 class App;
@@ -41,6 +43,12 @@ struct GlobalOptions {
 
 /// The device selector the flags ask for: --backend if given, else "" (registry default).
 [[nodiscard]] std::string device_selector(const GlobalOptions& globals);
+/// The devices a command runs on: without `devices`, the one the flags select; with
+/// it, "all" or a list of indices ("0,2") of that device's backend, opened in order.
+/// For the CPU backend, indices past `cpu_devices` raise it (CPU devices are separate
+/// accounting domains over the same memory). UsageError for a bad or repeated index.
+[[nodiscard]] std::vector<std::unique_ptr<Device>> open_devices(const std::optional<std::string>& devices,
+                                                                const GlobalOptions& globals, Config& config);
 
 struct Command {
     const CLI::App* app = nullptr;  ///< the subcommand; run() is called when it parsed

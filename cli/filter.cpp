@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "device_shares.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/device/registry.hpp"
 #include "outcore/io/image.hpp"
 #include "outcore/io/tiff.hpp"
+#include "outcore/ops/filter_devices.hpp"
 #include "outcore/ops/filter_run.hpp"
 #include "progress.hpp"
 #include "run_support.hpp"
@@ -54,6 +56,7 @@ struct FilterFlags {
     bool verify = false;
     bool force = false;
     bool quiet = false;
+    std::optional<std::string> devices;  ///< --devices all|0,1,...
 };
 
 bool has_tiff_extension(const std::string& path) {
@@ -408,6 +411,24 @@ void print_plan(const tile::FilterPlan& plan, std::uint64_t budget) {
                format_percent(plan.halo_overhead_fraction));
 }
 
+/// A several-device run as one report: time, rate and bytes of the whole run; device
+/// memory of the device that peaked highest; per-queue busy times are not summed.
+ops::FilterReport whole_run(const ops::MultiFilterReport& m, const tile::FilterPlan& plan) {
+    ops::FilterReport r;
+    r.plan = plan;
+    r.seconds = m.seconds;
+    r.megapixels_per_second = m.megapixels_per_second;
+    r.bytes_moved = m.bytes_moved;
+    r.lower_bound_bytes = plan.lower_bound_bytes;
+    for (const ops::DeviceShare& s : m.devices) {
+        if (s.peak_device_bytes >= r.peak_device_bytes) {
+            r.peak_device_bytes = s.peak_device_bytes;
+            r.budget_bytes = s.budget_bytes;
+        }
+    }
+    return r;
+}
+
 int run_filter(const FilterFlags& f, const GlobalOptions& globals) {
     const ops::FilterSpec spec = make_spec(f);
     const std::uint64_t seed = f.seed
@@ -416,8 +437,9 @@ int run_filter(const FilterFlags& f, const GlobalOptions& globals) {
     require_tiff_support(f.in_path);
     require_tiff_support(f.out_path);
 
-    const Config config = make_config(globals);
-    const std::unique_ptr<Device> device = open_device(device_selector(globals), config);
+    Config config = make_config(globals);
+    const std::vector<std::unique_ptr<Device>> devices = open_devices(f.devices, globals, config);
+    const std::unique_ptr<Device>& device = devices.front();
     const std::uint64_t budget = resolve_budget(f.budget, config, device->info());
     JsonDestination json(f.json, f.force);
     const bool text = !f.quiet && !json.to_stdout();
@@ -455,7 +477,16 @@ int run_filter(const FilterFlags& f, const GlobalOptions& globals) {
 
     ProgressBar bar("filter", !f.quiet);
     options.progress = bar.callback();
-    const ops::FilterReport r = ops::execute_filter(*device, plan, spec, *in, *out, options);
+    ops::FilterReport r;
+    std::optional<ops::MultiFilterReport> shares;
+    if (devices.size() > 1) {
+        std::vector<Device*> all;
+        for (const auto& d : devices) all.push_back(d.get());
+        shares = ops::filter_on_devices(all, spec, *in, *out, options, has_tiff_extension(f.out_path));
+        r = whole_run(*shares, plan);
+    } else {
+        r = ops::execute_filter(*device, plan, spec, *in, *out, options);
+    }
     bar.finish();
     out->commit();
 
@@ -495,6 +526,7 @@ int run_filter(const FilterFlags& f, const GlobalOptions& globals) {
         {"read_busy_seconds", r.read_busy_seconds},
         {"write_busy_seconds", r.write_busy_seconds},
     };
+    if (shares) record["devices"] = shares_json(shares->devices);
     if (text) {
         fmt::print("time: {}, {:.1f} Mpixel/s ({:.4f} TFLOP/s nominal)\n", format_seconds(r.seconds),
                    r.megapixels_per_second, tflops);
@@ -508,6 +540,7 @@ int run_filter(const FilterFlags& f, const GlobalOptions& globals) {
                    format_seconds(r.upload_busy_seconds), format_seconds(r.compute_busy_seconds),
                    format_seconds(r.download_busy_seconds), format_seconds(r.read_busy_seconds),
                    format_seconds(r.write_busy_seconds));
+        if (shares) print_shares(shares->units, shares->devices);
         fmt::print("output: {}\n", f.out_path);
     }
 
@@ -565,6 +598,10 @@ void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList
         ->type_name("[FILE]");
     sub->add_flag("--force", f->force, "Overwrite existing outputs");
     sub->add_flag("--quiet", f->quiet, "No progress bar and no summary (errors and --json only)");
+    sub->add_option("--devices", f->devices,
+                    "Run on several devices of the backend: all, or indices like 0,1 (each with --budget; "
+                    ".npy output)")
+        ->type_name("all|0,1,...");
     commands.push_back({sub, [&globals, f] { return run_filter(*f, globals); }});
 }
 

@@ -21,11 +21,13 @@
 #include <string>
 
 #include "commands.hpp"
+#include "device_shares.hpp"
 #include "gemm_support.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/device/registry.hpp"
 #include "outcore/io/npy.hpp"
+#include "outcore/ops/gemm_devices.hpp"
 #include "progress.hpp"
 #include "run_support.hpp"
 
@@ -46,6 +48,7 @@ struct GemmFlags {
     bool force = false;
     bool quiet = false;
     bool no_rate_probe = false;
+    std::optional<std::string> devices;  ///< --devices all|0,1,...
 };
 
 struct TypeChoice {
@@ -191,6 +194,24 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
     return j;
 }
 
+/// A several-device run as one report: time, rate and bytes of the whole run; device
+/// memory of the device that peaked highest; per-queue busy times are not summed.
+ops::GemmReport whole_run(const ops::MultiGemmReport& r) {
+    ops::GemmReport out;
+    out.plan = r.plan;
+    out.seconds = r.seconds;
+    out.tflops = r.tflops;
+    out.bytes_moved = r.bytes_moved;
+    out.lower_bound_bytes = r.plan.lower_bound_bytes;
+    for (const ops::DeviceShare& s : r.devices) {
+        if (s.peak_device_bytes >= out.peak_device_bytes) {
+            out.peak_device_bytes = s.peak_device_bytes;
+            out.budget_bytes = s.budget_bytes;
+        }
+    }
+    return out;
+}
+
 int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
     // Flags first: every usage error before any file is opened or memory allocated.
     std::optional<std::uint64_t> m, n, k;
@@ -218,8 +239,9 @@ int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
         seed = f.seed ? parse_count("--seed", *f.seed)
                       : (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
 
-    const Config config = make_config(globals);
-    const std::unique_ptr<Device> device = open_device(device_selector(globals), config);
+    Config config = make_config(globals);
+    const std::vector<std::unique_ptr<Device>> devices = open_devices(f.devices, globals, config);
+    const std::unique_ptr<Device>& device = devices.front();
     const std::uint64_t budget = resolve_budget(f.budget, config, device->info());
     JsonDestination json(f.json, f.force);
     const bool text = !f.quiet && !json.to_stdout();
@@ -348,13 +370,24 @@ int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
 
     ProgressBar bar("gemm", !f.quiet);
     options.progress = bar.callback();
-    const ops::GemmReport report = ops::execute_gemm(*device, plan, *ops.a, *ops.b, *c_sink, options);
+    ops::GemmReport report;
+    std::optional<ops::MultiGemmReport> shares;
+    if (devices.size() > 1) {
+        std::vector<Device*> all;
+        for (const auto& d : devices) all.push_back(d.get());
+        shares = ops::gemm_on_devices(all, *ops.a, *ops.b, *c_sink, options);
+        report = whole_run(*shares);
+    } else {
+        report = ops::execute_gemm(*device, plan, *ops.a, *ops.b, *c_sink, options);
+    }
     bar.finish();
     if (c_file) c_file->commit();
 
     nlohmann::json record = report_json(report, type, device->info(), f, seed);
+    if (shares) record["devices"] = shares_json(shares->devices);
     if (text) {
         print_report(report);
+        if (shares) print_shares(shares->units, shares->devices);
         if (f.out_path) fmt::print("output: {}\n", *f.out_path);
     }
 
@@ -443,6 +476,9 @@ void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& 
     sub->add_flag("--quiet", f->quiet, "No progress bar and no summary (errors and --json only)");
     sub->add_flag("--no-rate-probe", f->no_rate_probe,
                   "Plan without measuring the device's GEMM and link rates (~1 s): fewest bytes moved");
+    sub->add_option("--devices", f->devices,
+                    "Run on several devices of the backend: all, or indices like 0,1 (each with --budget)")
+        ->type_name("all|0,1,...");
     commands.push_back({sub, [&globals, f] { return run_gemm(*f, globals); }});
 }
 

@@ -86,9 +86,9 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
     const tile::FilterPlan plan = plan_filter(*devices[0], spec, image, options);
     const std::uint64_t rows = image.rows;
     const std::uint64_t halo = spec.halo();
-    const std::uint64_t tile_rows = std::max<std::uint64_t>(plan.tile.rows, 1);
-    const std::uint64_t tile_bands = (rows + tile_rows - 1) / tile_rows;
-    const auto bands = detail::cut(rows, tile_rows, std::max<std::uint64_t>(2 * devices.size(), tile_bands));
+    // Four bands per device: enough to even out the end, few enough that the halo rows
+    // read twice (2·halo per band) stay a small part of the image.
+    const auto bands = detail::cut(rows, std::max<std::uint64_t>(plan.tile.rows, 1), 4 * devices.size());
     MultiFilterReport report;
     report.units = bands.size();
     report.devices.resize(devices.size());

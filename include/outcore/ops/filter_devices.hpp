@@ -3,8 +3,8 @@
 //
 //   ops::MultiFilterReport r = ops::filter_on_devices(devices, spec, source, sink, options);
 //
-// The image is cut into row bands (multiples of the single-device plan's tile rows, at
-// least two per device where the image has that many); devices take bands from one
+// The image is cut into row bands (multiples of the single-device plan's tile rows,
+// four per device where the image has that many); devices take bands from one
 // shared queue (ops/unit_scheduler). Each band is filtered by ops::filter on its device
 // with `halo` extra rows of the real image above and below, which the band's filter
 // reads as its neighbours; the rows those extra rows make wrong (the band's own edge

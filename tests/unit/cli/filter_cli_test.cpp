@@ -145,6 +145,31 @@ TEST(FilterCli, LargeImageIsVerifiedOnSampledRegions) {
     EXPECT_NE(r.out.find(" 0 mismatching pixels: ok"), std::string::npos) << r.out;
 }
 
+// --devices: bands over several CPU devices give the whole-image filter bit for bit
+// (--verify), the record lists every device and its share, and a TIFF output (which
+// takes rows only in order) is a one-line usage error.
+TEST(FilterCli, SeveralDevicesVerifyAndReportTheirShares) {
+    Scratch s;
+    ASSERT_EQ(make_image(s, "in.npy", "400", "150", "u16", "2", outcore::test::seed()).exit_code, 0);
+    const CliRun r =
+        run_cli(s, {"filter", "box", "--radius", "3", s.file("in.npy"), s.file("out.npy"), "--budget",
+                    "256KiB", "--verify", "--backend", "cpu", "--devices", "0,1,2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["mismatched_pixels"].get<std::uint64_t>(), 0U);
+    ASSERT_EQ(j["devices"].size(), 3U);
+    std::uint64_t units = 0;
+    for (const auto& d : j["devices"]) {
+        units += d["units"].get<std::uint64_t>();
+        EXPECT_LE(d["peak_device_bytes"].get<std::uint64_t>(), 256U * 1024U);
+    }
+    EXPECT_GE(units, 3U);
+    const CliRun tif = run_cli(s, {"filter", "box", "--radius", "3", s.file("in.npy"), s.file("out.tif"),
+                                   "--backend", "cpu", "--devices", "0,1", "--force"});
+    EXPECT_EQ(tif.exit_code, 2) << tif.err;
+    EXPECT_TRUE(is_one_line_error(tif));
+}
+
 TEST(FilterCli, JsonRecordHasTheRequiredFields) {
     Scratch s;
     ASSERT_EQ(make_image(s, "in.npy", "200", "300", "f32", "1", outcore::test::seed()).exit_code, 0);

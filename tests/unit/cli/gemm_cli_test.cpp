@@ -83,6 +83,28 @@ TEST(GemmCli, SmallRandomProblemVerifiesAgainstFloat64) {
     }
 }
 
+// --devices: the product over several CPU devices verifies against float64, the
+// record lists every device's share, and bad lists are one-line usage errors.
+TEST(GemmCli, SeveralDevicesVerifyAndReportTheirShares) {
+    Scratch s;
+    std::mt19937_64 rng(outcore::test::seed());
+    const CliRun r = run_cli(
+        s, args({"gemm", "--m", "300", "--n", "200", "--k", "90", "--budget", "96KiB", "--beta", "0.5",
+                 "--transb", "--verify", "--seed", std::to_string(rng()), "--devices", "0,1", "--json"}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_TRUE(j["verify_passed"].get<bool>());
+    ASSERT_EQ(j["devices"].size(), 2U);
+    EXPECT_EQ(j["devices"][0]["device"], "cpu:0");
+    EXPECT_EQ(j["devices"][1]["device"], "cpu:1");
+    for (const auto& d : j["devices"]) EXPECT_LE(d["peak_device_bytes"].get<std::uint64_t>(), 96U * 1024U);
+    for (const char* bad : {"0,0", "x", "1,", ""}) {
+        const CliRun e = run_cli(s, args({"gemm", "--m", "8", "--n", "8", "--k", "8", "--devices", bad}));
+        EXPECT_EQ(e.exit_code, 2) << bad << ": " << e.err;
+        EXPECT_TRUE(is_one_line_error(e)) << bad;
+    }
+}
+
 TEST(GemmCli, TransposesAlphaBetaVerify) {
     Scratch s;
     std::mt19937_64 rng(outcore::test::seed());
