@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -110,6 +111,10 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     report.devices.resize(devices.size());
     for (std::size_t d = 0; d < devices.size(); ++d) report.devices[d].device = devices[d]->info().id();
 
+    // Pinned staging kept per device across its units (a caller's cache belongs to one
+    // device, so it is not used here).
+    std::vector<std::unique_ptr<tile::StagingCache>> caches;
+    for (Device* d : devices) caches.push_back(std::make_unique<tile::StagingCache>(*d));
     std::mutex sink_mutex;
     std::mutex progress_mutex;
     std::uint64_t done = 0;
@@ -124,6 +129,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         std::optional<SourceWindow> wc_in;
         GemmOptions o = options;
         o.progress = {};
+        o.staging_cache = caches[d].get();
         if (problem.beta_nonzero) {
             wc_in.emplace(*options.c_in, unit.i0, unit.j0, unit.m, unit.n);
             o.c_in = &*wc_in;

@@ -13,7 +13,8 @@
 // finish (not round-robin), so uneven edge units and slower devices do not stall the
 // end. Each unit is a GEMM on windows of A, B and C run by ops::gemm on that device —
 // its own plan, budget (GemmOptions::budget_bytes, or each device's recommended
-// working set), queues, heap and staging — so inside a unit the resident panel is
+// working set), queues, heap and staging (pinned buffers kept per device across its
+// units; GemmOptions::staging_cache is not used) — so inside a unit the resident panel is
 // reused exactly as on one device, and units cut at panel boundaries move no more
 // bytes than one device would.
 //
