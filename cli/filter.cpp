@@ -411,8 +411,7 @@ void print_plan(const tile::FilterPlan& plan, std::uint64_t budget) {
                format_percent(plan.halo_overhead_fraction));
 }
 
-/// A several-device run as one report: time, rate and bytes of the whole run; device
-/// memory of the device that peaked highest; per-queue busy times are not summed.
+/// A several-device run as one report (device_shares.hpp, fold_shares).
 ops::FilterReport whole_run(const ops::MultiFilterReport& m, const tile::FilterPlan& plan) {
     ops::FilterReport r;
     r.plan = plan;
@@ -420,12 +419,7 @@ ops::FilterReport whole_run(const ops::MultiFilterReport& m, const tile::FilterP
     r.megapixels_per_second = m.megapixels_per_second;
     r.bytes_moved = m.bytes_moved;
     r.lower_bound_bytes = plan.lower_bound_bytes;
-    for (const ops::DeviceShare& s : m.devices) {
-        if (s.peak_device_bytes >= r.peak_device_bytes) {
-            r.peak_device_bytes = s.peak_device_bytes;
-            r.budget_bytes = s.budget_bytes;
-        }
-    }
+    fold_shares(r, m.devices);
     return r;
 }
 

@@ -194,8 +194,7 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
     return j;
 }
 
-/// A several-device run as one report: time, rate and bytes of the whole run; device
-/// memory of the device that peaked highest; per-queue busy times are not summed.
+/// A several-device run as one report (device_shares.hpp, fold_shares).
 ops::GemmReport whole_run(const ops::MultiGemmReport& r) {
     ops::GemmReport out;
     out.plan = r.plan;
@@ -203,12 +202,7 @@ ops::GemmReport whole_run(const ops::MultiGemmReport& r) {
     out.tflops = r.tflops;
     out.bytes_moved = r.bytes_moved;
     out.lower_bound_bytes = r.plan.lower_bound_bytes;
-    for (const ops::DeviceShare& s : r.devices) {
-        if (s.peak_device_bytes >= out.peak_device_bytes) {
-            out.peak_device_bytes = s.peak_device_bytes;
-            out.budget_bytes = s.budget_bytes;
-        }
-    }
+    fold_shares(out, r.devices);
     return out;
 }
 

@@ -99,7 +99,13 @@ void WorkerQueue::do_record(Event& event) {
     if (worker_event == nullptr) {
         throw UsageError(backend_, "record: the event was not made by a device of this backend");
     }
-    push(Work{.kind = WorkKind::Mark, .task = {}, .signal = worker_event->arm()});
+    std::shared_ptr<HostSignal> signal = worker_event->arm();
+    try {
+        push(Work{.kind = WorkKind::Mark, .task = {}, .signal = signal});
+    } catch (...) {  // never leave the event's current record uncompletable
+        signal->complete(std::current_exception());
+        throw;
+    }
 }
 
 void WorkerQueue::do_wait(const Event& event) {
@@ -186,14 +192,15 @@ void WorkerQueue::execute(Work& work) noexcept {
                 fail(std::current_exception());
             }
             return;
-        case WorkKind::Mark:
-            if (!failure) {
-                run_hook(&WorkerQueue::drain);
-                std::lock_guard lock(mutex_);
-                failure = failure_;
-            }
-            work.signal->complete(failure);
+        case WorkKind::Mark: {
+            // Drain even after a failure: what was submitted before it may still be
+            // running on the device, and a completed record (or synchronize) must
+            // mean that it no longer is, so its memory can be freed.
+            run_hook(&WorkerQueue::drain);
+            std::lock_guard lock(mutex_);
+            work.signal->complete(failure_);
             return;
+        }
         case WorkKind::Wait:
             if (failure) return;
             run_hook(&WorkerQueue::flush);

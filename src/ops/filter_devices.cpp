@@ -83,12 +83,23 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
                          "on several devices");
     }
     const io::ImageInfo& image = source.info();
+    if (devices.size() > 1 && (dynamic_cast<const void*>(&source) == dynamic_cast<const void*>(&sink) ||
+                               (source.direct_source() && sink.direct_sink() &&
+                                source.direct_source()->data == sink.direct_sink()->data))) {
+        throw UsageError(kComponent,
+                         "filtering in place on several devices: a band would overwrite rows its "
+                         "neighbour still reads");
+    }
     const tile::FilterPlan plan = plan_filter(*devices[0], spec, image, options);
+    for (std::size_t d = 1; d < devices.size(); ++d) (void)plan_filter(*devices[d], spec, image, options);
     const std::uint64_t rows = image.rows;
     const std::uint64_t halo = spec.halo();
-    // Four bands per device: enough to even out the end, few enough that the halo rows
-    // read twice (2·halo per band) stay a small part of the image.
-    const auto bands = detail::cut(rows, std::max<std::uint64_t>(plan.tile.rows, 1), 4 * devices.size());
+    // Four bands per device: enough to even out the end; but no band under 8·halo rows,
+    // so the halo rows each band reads and filters again (2·halo) stay a small part.
+    const std::uint64_t by_halo = std::max<std::uint64_t>(rows / (8 * std::max<std::uint64_t>(halo, 1)), 1);
+    const std::uint64_t pieces =
+        std::min<std::uint64_t>(4 * devices.size(), std::max<std::uint64_t>(by_halo, 1));
+    const auto bands = detail::cut(rows, std::max<std::uint64_t>(plan.tile.rows, 1), pieces);
     MultiFilterReport report;
     report.units = bands.size();
     report.devices.resize(devices.size());
@@ -105,12 +116,7 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
         FilterOptions o = options;
         o.progress = {};
         const FilterReport r = filter(*devices[d], spec, band_in, band_out, o);
-        DeviceShare& share = report.devices[d];
-        share.units += 1;
-        share.bytes_moved += r.bytes_moved;
-        share.peak_device_bytes = std::max(share.peak_device_bytes, r.peak_device_bytes);
-        share.budget_bytes = r.budget_bytes;
-        share.busy_seconds += r.seconds;
+        report.devices[d].add(r);
         std::lock_guard lock(progress_mutex);
         done_rows += keep_rows;
         if (options.progress) options.progress(static_cast<double>(done_rows) / static_cast<double>(rows));

@@ -106,6 +106,9 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     const tile::GemmProblem problem = gemm_problem(a, b, c, options);
     MultiGemmReport report;
     report.plan = plan_gemm(*devices[0], a, b, c, options);
+    GemmOptions check = options;
+    check.measure_rates = false;
+    for (std::size_t d = 1; d < devices.size(); ++d) (void)plan_gemm(*devices[d], a, b, c, check);
     const std::vector<Unit> units = make_units(report.plan, problem.m, problem.n, devices.size());
     report.units = units.size();
     report.devices.resize(devices.size());
@@ -135,12 +138,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
             o.c_in = &*wc_in;
         }
         const GemmReport r = gemm(*devices[d], wa, wb, wc, o);
-        DeviceShare& share = report.devices[d];
-        share.units += 1;
-        share.bytes_moved += r.bytes_moved;
-        share.peak_device_bytes = std::max(share.peak_device_bytes, r.peak_device_bytes);
-        share.budget_bytes = r.budget_bytes;
-        share.busy_seconds += r.seconds;
+        report.devices[d].add(r);
         std::lock_guard lock(progress_mutex);
         ++done;
         if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(units.size()));

@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "outcore/core/error.hpp"
@@ -16,10 +17,10 @@ namespace outcore::ops::detail {
 
 void check_devices(std::span<Device* const> devices, const char* component) {
     if (devices.empty()) throw UsageError(component, "no devices to run on");
-    std::set<const Device*> seen;
+    std::set<std::string> seen;  // by id: two objects for one GPU would each take a whole budget
     for (const Device* d : devices) {
         if (d == nullptr) throw UsageError(component, "a null device");
-        if (!seen.insert(d).second) {
+        if (!seen.insert(d->info().id()).second) {
             throw UsageError(component, fmt::format("device {} is listed twice", d->info().id()));
         }
     }
@@ -43,19 +44,27 @@ void run_units(std::span<Device* const> devices, std::size_t units, const char* 
             std::lock_guard lock(mutex);
             if (failure) return;
             failure = std::current_exception();
-            const std::string id = devices[d]->info().id();
-            try {
-                std::rethrow_exception(failure);
-            } catch (const std::exception& e) {
-                log::error(component, "device {} failed; stopping the others: {}", id, e.what());
-            } catch (...) {
-                log::error(component, "device {} failed; stopping the others", id);
-            }
+            try {  // logging must not end the thread with an exception
+                const std::string id = devices[d]->info().id();
+                try {
+                    std::rethrow_exception(failure);
+                } catch (const std::exception& e) {
+                    log::error(component, "device {} failed; stopping the others: {}", id, e.what());
+                } catch (...) {
+                    log::error(component, "device {} failed; stopping the others", id);
+                }
+            } catch (...) {}
         }
     };
     std::vector<std::thread> threads;
     threads.reserve(devices.size());
-    for (std::size_t d = 0; d < devices.size(); ++d) threads.emplace_back(worker, d);
+    try {
+        for (std::size_t d = 0; d < devices.size(); ++d) threads.emplace_back(worker, d);
+    } catch (...) {  // a thread could not start: stop and join those that did
+        stop.store(true);
+        for (std::thread& t : threads) t.join();
+        throw;
+    }
     for (std::thread& t : threads) t.join();
     if (failure) std::rethrow_exception(failure);
 }

@@ -20,7 +20,7 @@
 
 namespace outcore::ops::detail {
 
-/// UsageError for no devices, a null one or one listed twice.
+/// UsageError for no devices, a null one or one listed twice (the same DeviceInfo::id()).
 void check_devices(std::span<Device* const> devices, const char* component);
 
 /// Runs `run(device_index, unit_index)` for every unit exactly once (see above).

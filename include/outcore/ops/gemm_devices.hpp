@@ -18,10 +18,14 @@
 // reused exactly as on one device, and units cut at panel boundaries move no more
 // bytes than one device would.
 //
+// Every device plans the problem before any starts, so one that cannot run it (a type
+// its kernels lack, a budget below the minimum) fails before anything is written.
 // Every element of C is written exactly once, by the unit that owns it. The first
 // failure (a device error, OutOfMemory, an I/O error) stops the other devices after
-// their current unit and is rethrown, after a log line naming the device; C then
-// holds only whole, correct units (each C tile is written after its last k-chunk).
+// their current unit and is rethrown, after a log line naming the device; C then holds
+// only whole, correct C tiles (each is written after its last k-chunk), though a failed
+// unit may be partly written: with β ≠ 0 in place (c_in is C's memory) those tiles
+// already hold the result, so such a run cannot simply be repeated.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +45,30 @@ struct DeviceShare {
     std::uint64_t peak_device_bytes = 0;  ///< the largest peak of its units
     std::uint64_t budget_bytes = 0;
     double busy_seconds = 0;  ///< wall time inside its units
+    /// Its queues' busy times summed over its units (tile::PipelineStats).
+    double upload_busy_seconds = 0, compute_busy_seconds = 0, download_busy_seconds = 0;
+    /// Transfer time hidden behind compute, as a fraction of upload + download busy time.
+    double hidden_transfer_fraction = 1.0;
+
+    /// Adds one unit's report (GemmReport or FilterReport).
+    template <typename Report>
+    void add(const Report& r) {
+        const double transfer = r.upload_busy_seconds + r.download_busy_seconds;
+        const double before = upload_busy_seconds + download_busy_seconds;
+        hidden_transfer_fraction =
+            before + transfer > 0
+                ? (hidden_transfer_fraction * before + r.hidden_transfer_fraction * transfer) /
+                      (before + transfer)
+                : 1.0;
+        units += 1;
+        bytes_moved += r.bytes_moved;
+        peak_device_bytes = peak_device_bytes > r.peak_device_bytes ? peak_device_bytes : r.peak_device_bytes;
+        budget_bytes = r.budget_bytes;
+        busy_seconds += r.seconds;
+        upload_busy_seconds += r.upload_busy_seconds;
+        compute_busy_seconds += r.compute_busy_seconds;
+        download_busy_seconds += r.download_busy_seconds;
+    }
 };
 
 struct MultiGemmReport {

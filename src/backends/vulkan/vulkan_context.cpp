@@ -195,6 +195,12 @@ std::vector<VkPhysicalDevice> Instance::devices() const {
         if (rc != VK_INCOMPLETE) check(rc, "vkEnumeratePhysicalDevices");
         all.resize(count);
     }
+    // The backend uses Vulkan 1.2 structures and features: older devices cannot run it.
+    std::erase_if(all, [](VkPhysicalDevice d) {
+        VkPhysicalDeviceProperties p{};
+        vkGetPhysicalDeviceProperties(d, &p);
+        return p.apiVersion < VK_API_VERSION_1_2;
+    });
     std::stable_sort(all.begin(), all.end(), [](VkPhysicalDevice a, VkPhysicalDevice b) {
         VkPhysicalDeviceProperties pa{}, pb{};
         vkGetPhysicalDeviceProperties(a, &pa);

@@ -165,8 +165,10 @@ VulkanDevice::VulkanDevice(std::unique_ptr<Context> context, const GemmTile& gem
 }
 
 VulkanDevice::~VulkanDevice() {
-    kernels_.reset();
+    // Every queue is gone by now (the Device contract); wait anyway before the
+    // pipelines and memory go.
     (void)vkDeviceWaitIdle(context_->device());
+    kernels_.reset();
     staging_.reset();
     for (auto& h : heaps_) h.reset();
 }

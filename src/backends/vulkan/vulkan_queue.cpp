@@ -16,6 +16,8 @@ namespace {
 /// Commands per command buffer before it is submitted anyway: bounds the latency of
 /// a long stream of work submitted faster than the worker drains it.
 constexpr std::uint32_t kMaxCommands = 256;
+/// Staging bytes a batch may hold before it is submitted (see stage()).
+constexpr std::uint64_t kMaxStagedBytes = std::uint64_t{256} << 20;
 
 void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
     const VkMemoryBarrier b{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -44,7 +46,12 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
                                        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
                                        .queueFamilyIndex = target_->family};
     OUTCORE_VK_CHECK(vkCreateCommandPool(cx.device(), &info, nullptr, &pool_));
-    start();
+    try {
+        start();
+    } catch (...) {
+        vkDestroyCommandPool(cx.device(), pool_, nullptr);
+        throw;
+    }
 }
 
 VulkanQueue::~VulkanQueue() {
@@ -90,8 +97,18 @@ VkCommandBuffer VulkanQueue::commands() {
 void VulkanQueue::keep(std::shared_ptr<void> owner) { current_.keep.push_back(std::move(owner)); }
 
 std::shared_ptr<Block> VulkanQueue::stage(std::uint64_t bytes) {
-    auto block = std::make_shared<Block>(device_->staging().allocate(
-        {.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "vulkan.staging"}));
+    // Back-pressure: a batch holding much staging memory goes to the device now, and
+    // when staging runs out, finished batches give theirs back before one retry.
+    if (staged_bytes_ + bytes > kMaxStagedBytes && current_.commands != VK_NULL_HANDLE) flush();
+    const AllocationRequest request{.bytes = bytes, .kind = MemoryKind::HostPinned, .tag = "vulkan.staging"};
+    std::shared_ptr<Block> block;
+    try {
+        block = std::make_shared<Block>(device_->staging().allocate(request));
+    } catch (const OutOfMemory&) {
+        drain();
+        block = std::make_shared<Block>(device_->staging().allocate(request));
+    }
+    staged_bytes_ += bytes;
     return block;
 }
 
@@ -110,6 +127,7 @@ void VulkanQueue::flush() {
     full_barrier(current_.commands, VK_PIPELINE_STAGE_HOST_BIT,
                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
     Batch batch = std::exchange(current_, Batch{});
+    staged_bytes_ = 0;
     OUTCORE_VK_CHECK(vkEndCommandBuffer(batch.commands));
     if (free_fences_.empty()) {
         const VkFenceCreateInfo info{

@@ -65,6 +65,7 @@ private:
     // Worker-only state.
     Batch current_;
     std::uint32_t recorded_ = 0;
+    std::uint64_t staged_bytes_ = 0;  ///< staging memory the current batch holds
     std::deque<Batch> in_flight_;
     std::vector<VkCommandBuffer> free_commands_;
     std::vector<VkFence> free_fences_;
