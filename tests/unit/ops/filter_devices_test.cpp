@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "devices_test_support.hpp"
 #include "filter_test_support.hpp"
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/error.hpp"
@@ -48,14 +49,8 @@ private:
     std::vector<std::atomic<std::uint32_t>> writes_;
 };
 
-std::vector<std::unique_ptr<Device>> cpu_devices(std::size_t n) {
-    std::vector<std::unique_ptr<Device>> out;
-    for (std::size_t i = 0; i < n; ++i) {
-        out.push_back(outcore::cpu::make_cpu_device(
-            {.total_memory_bytes = outcore::kGiB, .index = static_cast<std::uint32_t>(i)}));
-    }
-    return out;
-}
+using outcore::devices_test::cpu_devices;
+using outcore::devices_test::pointers;
 
 TEST(FilterDevices, EveryKindEqualsTheSingleDeviceResultBitForBit) {
     std::mt19937_64 rng(outcore::test::seed());
@@ -90,8 +85,7 @@ TEST(FilterDevices, EveryKindEqualsTheSingleDeviceResultBitForBit) {
 
             const std::size_t count = 2 + rng() % 3;
             auto owned = cpu_devices(count);
-            std::vector<Device*> devices;
-            for (const auto& d : owned) devices.push_back(d.get());
+            const std::vector<Device*> devices = pointers(owned);
             std::vector<std::byte> got(info.rows * stride, std::byte{0xCD});
             CountingImage sink(got, info, stride);
             const outcore::ops::MultiFilterReport r =

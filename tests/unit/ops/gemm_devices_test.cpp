@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "devices_test_support.hpp"
 #include "gemm_test_support.hpp"
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/error.hpp"
@@ -56,20 +57,8 @@ private:
     std::vector<std::atomic<std::uint32_t>> writes_;
 };
 
-std::vector<std::unique_ptr<Device>> cpu_devices(std::size_t n) {
-    std::vector<std::unique_ptr<Device>> out;
-    for (std::size_t i = 0; i < n; ++i) {
-        out.push_back(outcore::cpu::make_cpu_device(
-            {.total_memory_bytes = outcore::kGiB, .index = static_cast<std::uint32_t>(i)}));
-    }
-    return out;
-}
-
-std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& owned) {
-    std::vector<Device*> out;
-    for (const auto& d : owned) out.push_back(d.get());
-    return out;
-}
+using outcore::devices_test::cpu_devices;
+using outcore::devices_test::pointers;
 
 TEST(GemmDevices, MatchesTheReferenceWritesEachElementOnceAndHoldsEveryBudget) {
     std::mt19937_64 rng(outcore::test::seed());

@@ -1,0 +1,33 @@
+// devices_test_support.hpp — several CPU devices for the multi-device tests: separate
+// accounting domains (cpu:0, cpu:1, ...) over the same memory, as GPUs of a host.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "outcore/backends/cpu.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/device/device.hpp"
+
+namespace outcore::devices_test {
+
+/// cpu:0 .. cpu:n-1, 1 GiB each.
+inline std::vector<std::unique_ptr<Device>> cpu_devices(std::size_t n) {
+    std::vector<std::unique_ptr<Device>> out;
+    for (std::size_t i = 0; i < n; ++i) {
+        out.push_back(
+            cpu::make_cpu_device({.total_memory_bytes = kGiB, .index = static_cast<std::uint32_t>(i)}));
+    }
+    return out;
+}
+
+/// The devices as the pointers gemm_on_devices / filter_on_devices take.
+inline std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>& owned) {
+    std::vector<Device*> out;
+    for (const auto& d : owned) out.push_back(d.get());
+    return out;
+}
+
+}  // namespace outcore::devices_test
