@@ -342,6 +342,7 @@ Context::Context(std::uint32_t index) {
     features.pNext = &f11;
     vkGetPhysicalDeviceFeatures2(physical_, &features);
     small_storage_ = f12.storageBuffer8BitAccess == VK_TRUE && f11.storageBuffer16BitAccess == VK_TRUE;
+    float64_ = features.features.shaderFloat64 == VK_TRUE;
     VkPhysicalDeviceVulkan12Features want12{};
     want12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
     want12.storageBuffer8BitAccess = small_storage_ ? VK_TRUE : VK_FALSE;
@@ -349,6 +350,8 @@ Context::Context(std::uint32_t index) {
     want11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     want11.pNext = &want12;
     want11.storageBuffer16BitAccess = small_storage_ ? VK_TRUE : VK_FALSE;
+    VkPhysicalDeviceFeatures want{};
+    want.shaderFloat64 = float64_ ? VK_TRUE : VK_FALSE;  // the f64 GEMM
     const VkDeviceCreateInfo info{.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                                   .pNext = &want11,
                                   .flags = 0,
@@ -358,7 +361,7 @@ Context::Context(std::uint32_t index) {
                                   .ppEnabledLayerNames = nullptr,
                                   .enabledExtensionCount = static_cast<std::uint32_t>(extensions.size()),
                                   .ppEnabledExtensionNames = extensions.data(),
-                                  .pEnabledFeatures = nullptr};
+                                  .pEnabledFeatures = &want};
     OUTCORE_VK_CHECK(vkCreateDevice(physical_, &info, nullptr, &device_));
     vkGetDeviceQueue(device_, compute, 0, &compute_.queue);
     compute_.family = compute;

@@ -73,6 +73,8 @@ public:
     [[nodiscard]] PFN_vkCmdPushDescriptorSetKHR push_descriptor() const noexcept { return push_descriptor_; }
     /// 8- and 16-bit storage buffers are on (the filter shader needs them).
     [[nodiscard]] bool small_storage() const noexcept { return small_storage_; }
+    /// shaderFloat64 is on (the f64 GEMM needs it).
+    [[nodiscard]] bool float64() const noexcept { return float64_; }
 
 private:
     Instance instance_;
@@ -86,6 +88,7 @@ private:
     SharedQueue transfer_;
     bool has_transfer_ = false;
     bool small_storage_ = false;
+    bool float64_ = false;
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
 };
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <vector>
 
@@ -16,14 +17,18 @@ namespace outcore::vulkan {
 
 namespace {
 
-/// Push constants of gemm_f32.comp, in its declaration order.
+/// Push constants of gemm.comp, in its declaration order; `Scalar` is float (f32,
+/// bf16) or double (f64), at byte 48 either way.
+template <typename Scalar>
 struct GemmPush {
     std::uint32_t m, n, k;
     std::uint32_t lda, ldb, ldc;
     std::uint32_t a_off, b_off, c_off;
     std::uint32_t trans_a, trans_b;
-    float alpha, beta;
+    std::uint32_t pad;
+    Scalar alpha, beta;
 };
+static_assert(offsetof(GemmPush<double>, alpha) == 48 && sizeof(GemmPush<float>) == 56);
 
 /// Push constants of filter.comp, in its declaration order.
 struct FilterPush {
@@ -230,16 +235,34 @@ std::array<std::uint32_t, 3> gemm_specialization(const VulkanDevice& device, con
 VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
     : device_(device),
       gemm_tile_(gemm_tile),
-      gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush),
+      gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush<float>),
                 gemm_specialization(device, gemm_tile)) {
+    const std::array<std::uint32_t, 3> spec = gemm_specialization(device, gemm_tile);
+    if (device.context().small_storage()) {
+        gemm_bf16_ =
+            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_bf16(), 3,
+                                              static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
+    }
+    if (device.context().float64()) {
+        gemm_f64_ =
+            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_f64(), 3,
+                                              static_cast<std::uint32_t>(sizeof(GemmPush<double>)), spec);
+    }
     if (device.context().small_storage()) {
         filter_ = std::make_unique<ComputePipeline>(device.context().device(), spirv_filter(), 7,
                                                     static_cast<std::uint32_t>(sizeof(FilterPush)));
     }
 }
 
+// FastTF32 runs exactly in f32 (as on the CPU backend): the shader has no reduced
+// precision path. bf16 and f64 where the device has 16-bit storage and shaderFloat64.
 bool VulkanKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
-    return type == DType::F32 && compute == GemmCompute::Exact;
+    switch (type) {
+        case DType::F32: return true;
+        case DType::BF16: return compute == GemmCompute::Exact && gemm_bf16_ != nullptr;
+        case DType::F64: return compute == GemmCompute::Exact && gemm_f64_ != nullptr;
+        default: return false;
+    }
 }
 
 void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
@@ -255,24 +278,38 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                                              args.m, args.n, limits.maxComputeWorkGroupCount[0],
                                              limits.maxComputeWorkGroupCount[1]));
     }
-    const Binding a = bind(device_, q.buffer_of(args.a), args.a, 4, "gemm", "A");
-    const Binding b = bind(device_, q.buffer_of(args.b), args.b, 4, "gemm", "B");
-    const Binding c = bind(device_, q.buffer_of(args.c), args.c, 4, "gemm", "C");
-    const GemmPush push{.m = u32(args.m, "gemm", "m"),
-                        .n = u32(args.n, "gemm", "n"),
-                        .k = u32(args.k, "gemm", "k"),
-                        .lda = u32(args.lda, "gemm", "lda"),
-                        .ldb = u32(args.ldb, "gemm", "ldb"),
-                        .ldc = u32(args.ldc, "gemm", "ldc"),
-                        .a_off = a.element,
-                        .b_off = b.element,
-                        .c_off = c.element,
-                        .trans_a = args.trans_a ? 1U : 0U,
-                        .trans_b = args.trans_b ? 1U : 0U,
-                        .alpha = static_cast<float>(args.alpha),
-                        .beta = static_cast<float>(args.beta)};
-    dispatch(q, device_, gemm_f32_, {a.info, b.info, c.info}, bytes_of(push),
-             static_cast<std::uint32_t>(groups_m), static_cast<std::uint32_t>(groups_n), nullptr);
+    const std::uint64_t in_bytes = dtype_bytes(args.type);
+    const std::uint64_t out_bytes = args.type == DType::F64 ? 8 : 4;
+    const Binding a = bind(device_, q.buffer_of(args.a), args.a, in_bytes, "gemm", "A");
+    const Binding b = bind(device_, q.buffer_of(args.b), args.b, in_bytes, "gemm", "B");
+    const Binding c = bind(device_, q.buffer_of(args.c), args.c, out_bytes, "gemm", "C");
+    const GemmPush<double> push{.m = u32(args.m, "gemm", "m"),
+                                .n = u32(args.n, "gemm", "n"),
+                                .k = u32(args.k, "gemm", "k"),
+                                .lda = u32(args.lda, "gemm", "lda"),
+                                .ldb = u32(args.ldb, "gemm", "ldb"),
+                                .ldc = u32(args.ldc, "gemm", "ldc"),
+                                .a_off = a.element,
+                                .b_off = b.element,
+                                .c_off = c.element,
+                                .trans_a = args.trans_a ? 1U : 0U,
+                                .trans_b = args.trans_b ? 1U : 0U,
+                                .pad = 0,
+                                .alpha = args.alpha,
+                                .beta = args.beta};
+    const auto gx = static_cast<std::uint32_t>(groups_m);
+    const auto gy = static_cast<std::uint32_t>(groups_n);
+    if (args.type == DType::F64) {
+        dispatch(q, device_, *gemm_f64_, {a.info, b.info, c.info}, bytes_of(push), gx, gy, nullptr);
+        return;
+    }
+    // f32 and bf16 take float scalars: the same fields, alpha and beta narrowed.
+    GemmPush<float> narrow{};
+    std::memcpy(&narrow, &push, offsetof(GemmPush<float>, alpha));
+    narrow.alpha = static_cast<float>(args.alpha);
+    narrow.beta = static_cast<float>(args.beta);
+    dispatch(q, device_, args.type == DType::BF16 ? *gemm_bf16_ : gemm_f32_, {a.info, b.info, c.info},
+             bytes_of(narrow), gx, gy, nullptr);
 }
 
 void VulkanKernels::do_filter(Queue& queue, const FilterTileArgs& args) {

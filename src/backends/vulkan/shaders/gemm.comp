@@ -1,44 +1,66 @@
-// gemm_f32.comp — one GEMM tile, column-major as in BLAS:
+// gemm.comp — one GEMM tile, column-major as in BLAS:
 //   C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C     (beta == 0: C is not read)
+// Built three times (src/backends/vulkan/CMakeLists.txt): TYPE_F32 (float throughout),
+// TYPE_BF16 (bf16 inputs through 16-bit storage, float accumulation and C) and
+// TYPE_F64 (double throughout, shaderFloat64).
 // A workgroup of WG×WG threads computes a BM×BM block of C (BM = WG·TPT), TPT×TPT per
 // thread, staging BK-deep slices of op(A) and op(B) in shared memory; WG, TPT and BK
 // are specialization constants (defaults 16, 4, 16: 64×64 blocks). Each binding
 // starts at an offset aligned to minStorageBufferOffsetAlignment; *_off are the
 // element offsets of the matrices from there.
 #version 450
+#if defined(TYPE_BF16)
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+#if defined(TYPE_F64)
+#define T double
+#define IN double
+#define TO_T(x) (x)
+#elif defined(TYPE_BF16)
+#define T float
+#define IN uint16_t
+#define TO_T(x) uintBitsToFloat(uint(x) << 16)
+#else
+#define T float
+#define IN float
+#define TO_T(x) (x)
+#endif
 
 layout(constant_id = 0) const uint WG = 16;
 layout(constant_id = 1) const uint TPT = 4;
 layout(constant_id = 2) const uint BK = 16;
 layout(local_size_x_id = 0, local_size_y_id = 0) in;
 
-layout(set = 0, binding = 0) readonly buffer A { float a[]; };
-layout(set = 0, binding = 1) readonly buffer B { float b[]; };
-layout(set = 0, binding = 2) buffer C { float c[]; };
+layout(set = 0, binding = 0) readonly buffer A { IN a[]; };
+layout(set = 0, binding = 1) readonly buffer B { IN b[]; };
+layout(set = 0, binding = 2) buffer C { T c[]; };
 
 layout(push_constant) uniform Params {
     uint m, n, k;
     uint lda, ldb, ldc;
     uint a_off, b_off, c_off;
     uint trans_a, trans_b;
-    float alpha, beta;
+    uint pad;  // alpha at byte 48, aligned for a double
+    T alpha, beta;
 } p;
 
 const uint BM = WG * TPT;
 const uint BN = WG * TPT;
 const uint LOADS = BM * BK / (WG * WG);  // elements of each slice one thread stages
 
-shared float as[BK][BM];
-shared float bs[BK][BN];
+shared T as[BK][BM];
+shared T bs[BK][BN];
 
-float load_a(uint i, uint l) {  // op(A)(i, l), 0 outside
-    if (i >= p.m || l >= p.k) return 0.0;
-    return p.trans_a != 0u ? a[p.a_off + l + i * p.lda] : a[p.a_off + i + l * p.lda];
+T load_a(uint i, uint l) {  // op(A)(i, l), 0 outside
+    if (i >= p.m || l >= p.k) return T(0);
+    // Converted in each branch: selecting between 16-bit values needs Int16 arithmetic.
+    return p.trans_a != 0u ? TO_T(a[p.a_off + l + i * p.lda]) : TO_T(a[p.a_off + i + l * p.lda]);
 }
 
-float load_b(uint l, uint j) {  // op(B)(l, j), 0 outside
-    if (l >= p.k || j >= p.n) return 0.0;
-    return p.trans_b != 0u ? b[p.b_off + j + l * p.ldb] : b[p.b_off + l + j * p.ldb];
+T load_b(uint l, uint j) {  // op(B)(l, j), 0 outside
+    if (l >= p.k || j >= p.n) return T(0);
+    return p.trans_b != 0u ? TO_T(b[p.b_off + j + l * p.ldb]) : TO_T(b[p.b_off + l + j * p.ldb]);
 }
 
 void main() {
@@ -48,9 +70,9 @@ void main() {
     const uint i0 = gl_WorkGroupID.x * BM;
     const uint j0 = gl_WorkGroupID.y * BN;
 
-    float acc[TPT][TPT];
+    T acc[TPT][TPT];
     for (uint r = 0u; r < TPT; ++r)
-        for (uint s = 0u; s < TPT; ++s) acc[r][s] = 0.0;
+        for (uint s = 0u; s < TPT; ++s) acc[r][s] = T(0);
 
     for (uint l0 = 0u; l0 < p.k; l0 += BK) {
         for (uint e = 0u; e < LOADS; ++e) {
@@ -62,8 +84,8 @@ void main() {
         }
         barrier();
         for (uint kk = 0u; kk < BK; ++kk) {
-            float av[TPT];
-            float bv[TPT];
+            T av[TPT];
+            T bv[TPT];
             for (uint r = 0u; r < TPT; ++r) av[r] = as[kk][tx + WG * r];
             for (uint s = 0u; s < TPT; ++s) bv[s] = bs[kk][ty + WG * s];
             for (uint r = 0u; r < TPT; ++r)
@@ -79,8 +101,8 @@ void main() {
             const uint i = i0 + tx + WG * r;
             if (i >= p.m) continue;
             const uint at = p.c_off + i + j * p.ldc;
-            const float v = p.alpha * acc[r][s];
-            c[at] = p.beta == 0.0 ? v : v + p.beta * c[at];
+            const T v = p.alpha * acc[r][s];
+            c[at] = p.beta == T(0) ? v : v + p.beta * c[at];
         }
     }
 }
