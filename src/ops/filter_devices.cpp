@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 
 #include "ops/unit_scheduler.hpp"
 #include "outcore/core/error.hpp"
@@ -83,9 +84,10 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
                          "on several devices");
     }
     const io::ImageInfo& image = source.info();
+    const std::optional<io::DirectImage> direct_in = source.direct_source();
+    const std::optional<io::DirectImage> direct_out = sink.direct_sink();
     if (devices.size() > 1 && (dynamic_cast<const void*>(&source) == dynamic_cast<const void*>(&sink) ||
-                               (source.direct_source() && sink.direct_sink() &&
-                                source.direct_source()->data == sink.direct_sink()->data))) {
+                               (direct_in && direct_out && direct_in->data == direct_out->data))) {
         throw UsageError(kComponent,
                          "filtering in place on several devices: a band would overwrite rows its "
                          "neighbour still reads");
@@ -97,13 +99,11 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
     // Four bands per device: enough to even out the end; but no band under 8·halo rows,
     // so the halo rows each band reads and filters again (2·halo) stay a small part.
     const std::uint64_t by_halo = std::max<std::uint64_t>(rows / (8 * std::max<std::uint64_t>(halo, 1)), 1);
-    const std::uint64_t pieces =
-        std::min<std::uint64_t>(4 * devices.size(), std::max<std::uint64_t>(by_halo, 1));
+    const std::uint64_t pieces = std::min<std::uint64_t>(4 * devices.size(), by_halo);
     const auto bands = detail::cut(rows, std::max<std::uint64_t>(plan.tile.rows, 1), pieces);
     MultiFilterReport report;
     report.units = bands.size();
-    report.devices.resize(devices.size());
-    for (std::size_t d = 0; d < devices.size(); ++d) report.devices[d].device = devices[d]->info().id();
+    report.devices = detail::empty_shares(devices);
     std::mutex sink_mutex;
     std::mutex progress_mutex;
     std::uint64_t done_rows = 0;
@@ -126,7 +126,7 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
         report.seconds > 0
             ? static_cast<double>(rows) * static_cast<double>(image.cols) / report.seconds * 1e-6
             : 0.0;
-    for (const DeviceShare& s : report.devices) report.bytes_moved += s.bytes_moved;
+    report.bytes_moved = detail::bytes_moved(report.devices);
     return report;
 }
 

@@ -111,8 +111,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     for (std::size_t d = 1; d < devices.size(); ++d) (void)plan_gemm(*devices[d], a, b, c, check);
     const std::vector<Unit> units = make_units(report.plan, problem.m, problem.n, devices.size());
     report.units = units.size();
-    report.devices.resize(devices.size());
-    for (std::size_t d = 0; d < devices.size(); ++d) report.devices[d].device = devices[d]->info().id();
+    report.devices = detail::empty_shares(devices);
 
     // Pinned staging kept per device across its units (a caller's cache belongs to one
     // device, so it is not used here).
@@ -148,7 +147,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     const double flops = 2.0 * static_cast<double>(problem.m) * static_cast<double>(problem.n) *
                          static_cast<double>(problem.k);
     report.tflops = report.seconds > 0 ? flops / report.seconds * 1e-12 : 0.0;
-    for (const DeviceShare& s : report.devices) report.bytes_moved += s.bytes_moved;
+    report.bytes_moved = detail::bytes_moved(report.devices);
     return report;
 }
 

@@ -26,6 +26,18 @@ void check_devices(std::span<Device* const> devices, const char* component) {
     }
 }
 
+std::vector<DeviceShare> empty_shares(std::span<Device* const> devices) {
+    std::vector<DeviceShare> shares(devices.size());
+    for (std::size_t d = 0; d < devices.size(); ++d) shares[d].device = devices[d]->info().id();
+    return shares;
+}
+
+std::uint64_t bytes_moved(std::span<const DeviceShare> shares) noexcept {
+    std::uint64_t sum = 0;
+    for (const DeviceShare& s : shares) sum += s.bytes_moved;
+    return sum;
+}
+
 void run_units(std::span<Device* const> devices, std::size_t units, const char* component,
                const std::function<void(std::size_t, std::size_t)>& run) {
     std::atomic<std::size_t> next{0};

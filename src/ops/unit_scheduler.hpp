@@ -17,11 +17,17 @@
 #include <vector>
 
 #include "outcore/device/device.hpp"
+#include "outcore/ops/gemm_devices.hpp"
 
 namespace outcore::ops::detail {
 
 /// UsageError for no devices, a null one or one listed twice (the same DeviceInfo::id()).
 void check_devices(std::span<Device* const> devices, const char* component);
+
+/// One empty DeviceShare per device, named by its id.
+[[nodiscard]] std::vector<DeviceShare> empty_shares(std::span<Device* const> devices);
+/// The bytes the shares moved, together.
+[[nodiscard]] std::uint64_t bytes_moved(std::span<const DeviceShare> shares) noexcept;
 
 /// Runs `run(device_index, unit_index)` for every unit exactly once (see above).
 void run_units(std::span<Device* const> devices, std::size_t units, const char* component,
