@@ -616,6 +616,7 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
                   "Skip the standard out-of-core GEMM cases and the trace overhead (--explore cases run)");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});
+    add_bench_vulkan_command(*bench, globals, commands);
 }
 
 }  // namespace outcore::cli

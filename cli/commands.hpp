@@ -62,6 +62,8 @@ void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& 
 void add_filter_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_make_image_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
+/// `outcore bench vulkan` (cli/bench_vulkan.cpp), added under `bench` by add_bench_command.
+void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, CommandList& commands);
 void add_swap_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_report_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 

@@ -210,13 +210,18 @@ std::vector<std::byte> bytes_of(const T& value) {
 
 namespace {
 
+/// Shared memory of gemm.comp's two staged slices (one padding column each).
+std::uint64_t gemm_shared_bytes(const GemmTile& t, std::uint64_t element_bytes) {
+    return 2 * (std::uint64_t{t.workgroup} * t.per_thread + 1) * t.depth * element_bytes;
+}
+
 /// The blocking `t` checked against what the device runs; returns it as the shader's
 /// specialization constants.
 std::array<std::uint32_t, 3> gemm_specialization(const VulkanDevice& device, const GemmTile& t) {
     const VkPhysicalDeviceLimits& l = device.context().limits();
     const std::uint64_t threads = std::uint64_t{t.workgroup} * t.workgroup;
     const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
-    const std::uint64_t shared = 2 * block * t.depth * sizeof(float);
+    const std::uint64_t shared = gemm_shared_bytes(t, sizeof(float));
     if (t.workgroup == 0 || t.per_thread == 0 || t.depth == 0 || threads > l.maxComputeWorkGroupInvocations ||
         t.workgroup > l.maxComputeWorkGroupSize[0] || t.workgroup > l.maxComputeWorkGroupSize[1] ||
         (block * t.depth) % threads != 0 || shared > l.maxComputeSharedMemorySize) {
@@ -243,7 +248,9 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
             std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_bf16(), 3,
                                               static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
     }
-    if (device.context().float64()) {
+    // float64 slices take twice the shared memory: without room, no f64 GEMM.
+    if (device.context().float64() && gemm_shared_bytes(gemm_tile, sizeof(double)) <=
+                                          device.context().limits().maxComputeSharedMemorySize) {
         gemm_f64_ =
             std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_f64(), 3,
                                               static_cast<std::uint32_t>(sizeof(GemmPush<double>)), spec);

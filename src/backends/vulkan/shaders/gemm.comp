@@ -49,8 +49,10 @@ const uint BM = WG * TPT;
 const uint BN = WG * TPT;
 const uint LOADS = BM * BK / (WG * WG);  // elements of each slice one thread stages
 
-shared T as[BK][BM];
-shared T bs[BK][BN];
+// One padding column: staging stores that run along k (a transposed A, an untransposed
+// B) then fall in different banks.
+shared T as[BK][BM + 1];
+shared T bs[BK][BN + 1];
 
 T load_a(uint i, uint l) {  // op(A)(i, l), 0 outside
     if (i >= p.m || l >= p.k) return T(0);
@@ -75,12 +77,18 @@ void main() {
         for (uint s = 0u; s < TPT; ++s) acc[r][s] = T(0);
 
     for (uint l0 = 0u; l0 < p.k; l0 += BK) {
+        // Neighbouring threads load neighbouring elements of memory: along m for an
+        // untransposed A, along k for a transposed A and for an untransposed B.
         for (uint e = 0u; e < LOADS; ++e) {
             const uint idx = lane + e * WG * WG;
-            const uint row = idx % BM;  // along m (A) or n (B)
-            const uint kk = idx / BM;
-            as[kk][row] = load_a(i0 + row, l0 + kk);
-            bs[kk][row] = load_b(l0 + kk, j0 + row);
+            const bool a_along_m = p.trans_a == 0u;
+            const uint ra = a_along_m ? idx % BM : idx / BK;
+            const uint ka = a_along_m ? idx / BM : idx % BK;
+            as[ka][ra] = load_a(i0 + ra, l0 + ka);
+            const bool b_along_k = p.trans_b == 0u;
+            const uint rb = b_along_k ? idx / BK : idx % BN;
+            const uint kb = b_along_k ? idx % BK : idx / BN;
+            bs[kb][rb] = load_b(l0 + kb, j0 + rb);
         }
         barrier();
         for (uint kk = 0u; kk < BK; ++kk) {

@@ -1,0 +1,297 @@
+// cli/bench_vulkan.cpp — `outcore bench vulkan`: the Vulkan backend's figures (issue 7,
+// §3), each a ratio against a baseline measured in the same run (docs/BENCHMARKS.md).
+//
+//   outcore bench vulkan                               # n = 16384, the default blockings
+//   outcore bench vulkan --n 1024 --tiles 16x4x16 --backend vulkan:1 --json out.json
+//
+// 1. In-core float32 GEMM through the shader for each blocking (--tiles, a device
+//    opened per blocking), operands resident, against in-core cuBLAS SGEMM at the same
+//    size when this outcore has the CUDA backend and the machine a CUDA device.
+// 2. Out-of-core float32 GEMM (A, B, C in host memory, budget a quarter of the
+//    operands) with the fastest blocking, against that blocking's in-core time.
+// Every result is checked against a float64 reference on sampled entries.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_gpu.hpp"
+#include "commands.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/device/queue.hpp"
+#include "outcore/device/registry.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/ops/gemm.hpp"
+#include "run_support.hpp"
+#ifdef OUTCORE_CLI_WITH_VULKAN
+#include "outcore/backends/vulkan.hpp"
+#endif
+
+namespace outcore::cli {
+
+namespace {
+
+using namespace gpu_bench;  // NOLINT(google-build-using-namespace): the bench helpers
+
+struct VulkanBenchFlags {
+    std::string n = "16384";
+    std::vector<std::string> tiles{"16x4x16", "16x8x16", "16x8x8", "8x8x16"};
+    int reps = 3;
+    int warmup = 1;
+    std::optional<std::string> json;
+    bool force = false;
+    bool skip_cuda = false;
+};
+
+#ifdef OUTCORE_CLI_WITH_VULKAN
+std::string tflops(double flops, double seconds) {  // GFLOP/s under 1 TFLOP/s (lavapipe)
+    const double rate = flops / seconds;
+    return rate < 1e12 ? fmt::format("{:.2f} GFLOP/s", rate * 1e-9)
+                       : fmt::format("{:.2f} TFLOP/s", rate * 1e-12);
+}
+
+vulkan::GemmTile parse_tile(const std::string& text) {
+    vulkan::GemmTile t;
+    unsigned w = 0, p = 0, d = 0;
+    if (std::sscanf(text.c_str(), "%ux%ux%u", &w, &p, &d) != 3 || w == 0 || p == 0 || d == 0) {
+        throw UsageError("bench", fmt::format("--tiles '{}': expected WORKGROUPxPER_THREADxDEPTH", text));
+    }
+    t.workgroup = w, t.per_thread = p, t.depth = d;
+    return t;
+}
+
+/// The Vulkan device index the flags name ("vulkan:2" → 2), else 0.
+std::uint32_t vulkan_index(const GlobalOptions& globals) {
+    const std::string selector = device_selector(globals);
+    if (selector.empty() || selector == "vulkan") return 0;
+    if (!selector.starts_with("vulkan:")) {
+        throw UsageError("bench", fmt::format("`bench vulkan` runs on a Vulkan device, not '{}'", selector));
+    }
+    return static_cast<std::uint32_t>(parse_count("--backend", selector.substr(7)));
+}
+
+/// Median seconds of an in-core n³ GEMM on `dev` with A and B resident.
+Timing in_core_gemm(Device& dev, const float* a, const float* b, float* c, std::uint64_t n, int warmup,
+                    int reps) {
+    const std::uint64_t bytes = n * n * 4;
+    Block da = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    Block db = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    Block dc = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    auto q = dev.create_queue(QueueRole::Compute);
+    q->upload(a, BufferView(da));
+    q->upload(b, BufferView(db));
+    q->synchronize();
+    const GemmTileArgs args{.type = DType::F32,
+                            .m = n,
+                            .n = n,
+                            .k = n,
+                            .a = BufferView(da),
+                            .lda = n,
+                            .b = BufferView(db),
+                            .ldb = n,
+                            .c = BufferView(dc),
+                            .ldc = n,
+                            .alpha = 1.0,
+                            .beta = 0.0};
+    const Timing t = time_reps(warmup, reps, [&] {
+        dev.kernels().gemm(*q, args);
+        q->synchronize();
+    });
+    q->download(BufferView(dc), c);
+    q->synchronize();
+    return t;
+}
+
+struct Row {
+    std::string what, outcore, baseline;
+    double ratio = 0;
+    double target = 0;  // 0: none
+};
+#endif
+
+int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
+#ifndef OUTCORE_CLI_WITH_VULKAN
+    (void)f;
+    (void)globals;
+    throw UsageError("bench", "this outcore was built without the Vulkan backend: `bench vulkan` needs it");
+#else
+    const std::uint64_t n = parse_count("--n", f.n);
+    if (n < 256 || n % 256 != 0) throw UsageError("bench", "--n must be a multiple of 256, at least 256");
+    std::vector<vulkan::GemmTile> tiles;
+    for (const std::string& t : f.tiles) tiles.push_back(parse_tile(t));
+    if (tiles.empty()) throw UsageError("bench", "--tiles names no blocking");
+    JsonDestination json(f.json, f.force);
+    const int reps = std::max(1, f.reps);
+    const int warmup = std::max(0, f.warmup);
+    const std::uint32_t index = vulkan_index(globals);
+    auto say = [](const std::string& line) { fmt::print("{}\n", line), std::fflush(stdout); };
+
+    const std::uint64_t nn = n * n;
+    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    std::vector<float> a(nn), b(nn), c(nn);
+    fill_random(a.data(), nn, 1);
+    fill_random(b.data(), nn, 2);
+    auto error_of = [&](const float* result, std::uint64_t seed) {
+        return gemm_sample_error(reinterpret_cast<const std::byte*>(a.data()),
+                                 reinterpret_cast<const std::byte*>(b.data()), result, n, DType::F32, 16,
+                                 seed);
+    };
+    constexpr double kTolerance = 1e-4;
+    nlohmann::json record{{"n", n}, {"reps", reps}};
+    std::vector<Row> rows;
+    bool wrong = false;
+
+    // --- in-core: the shader at each blocking ----------------------------------------
+    nlohmann::json in_core = nlohmann::json::array();
+    std::size_t best = tiles.size();
+    double best_s = 0;
+    std::string device_name;
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+        const vulkan::GemmTile& t = tiles[i];
+        const std::string name = fmt::format("{}x{}x{}", t.workgroup, t.per_thread, t.depth);
+        std::unique_ptr<Device> dev;
+        try {
+            dev = vulkan::make_vulkan_device({.index = index, .gemm_tile = t});
+        } catch (const UsageError& e) {
+            say(fmt::format("blocking {}: {}", name, e.what()));
+            continue;
+        }
+        device_name = dev->info().name;
+        const Timing tm = in_core_gemm(*dev, a.data(), b.data(), c.data(), n, warmup, reps);
+        const double err = error_of(c.data(), 5 + i);
+        wrong = wrong || err > kTolerance;
+        in_core.push_back({{"blocking", name}, {"timing", tm.to_json()}, {"max_sample_error", err}});
+        say(
+            fmt::format("in-core Vulkan GEMM, blocking {} ({}×{} threads, {}×{} each, {} deep) on {}: {} "
+                        "({}), sample error {:.2e}{}",
+                        name, t.workgroup, t.workgroup, t.per_thread, t.per_thread, t.depth, device_name,
+                        tflops(flops, tm.median()), format_seconds(tm.median()), err,
+                        err > kTolerance ? "  FAILED" : ""));
+        if (err <= kTolerance && (best == tiles.size() || tm.median() < best_s))
+            best = i, best_s = tm.median();
+    }
+    record["device"] = device_name;
+    record["in_core"] = in_core;
+    if (best == tiles.size()) {
+        say("bench vulkan: no blocking ran a correct in-core GEMM");
+        return 1;
+    }
+    const vulkan::GemmTile& bt = tiles[best];
+    const std::string best_name = fmt::format("{}x{}x{}", bt.workgroup, bt.per_thread, bt.depth);
+
+    // --- in-core cuBLAS SGEMM, the issue's baseline -------------------------------------
+    if (!f.skip_cuda) {
+        std::unique_ptr<Device> cuda;
+        try {
+            cuda = open_device("cuda", make_config(globals));
+        } catch (const Error& e) {
+            say(fmt::format("cuBLAS baseline skipped: {}", e.what()));
+        }
+        if (cuda) {
+            const Timing tm = in_core_gemm(*cuda, a.data(), b.data(), c.data(), n, warmup, reps);
+            record["cublas_sgemm"] = {{"device", cuda->info().name}, {"timing", tm.to_json()}};
+            say(fmt::format("in-core cuBLAS SGEMM on {}: {} ({})", cuda->info().name,
+                            tflops(flops, tm.median()), format_seconds(tm.median())));
+            rows.push_back({fmt::format("Vulkan shader f32 ({}) vs cuBLAS SGEMM", best_name),
+                            tflops(flops, best_s), tflops(flops, tm.median()), tm.median() / best_s, 0.5});
+        }
+    }
+
+    // --- out-of-core with the best blocking ----------------------------------------------
+    {
+        const std::unique_ptr<Device> dev = vulkan::make_vulkan_device({.index = index, .gemm_tile = bt});
+        PinnedArray pa(*dev, nn * 4, "bench.A");
+        PinnedArray pb(*dev, nn * 4, "bench.B");
+        PinnedArray pc(*dev, nn * 4, "bench.C");
+        std::copy(a.begin(), a.end(), pa.floats());
+        std::copy(b.begin(), b.end(), pb.floats());
+        io::HostMatrix ma(pa.data(), n, n, n, io::Layout::ColMajor, DType::F32);
+        io::HostMatrix mb(pb.data(), n, n, n, io::Layout::ColMajor, DType::F32);
+        io::HostMatrix mc(pc.data(), n, n, n, io::Layout::ColMajor, DType::F32);
+        const std::uint64_t budget = 3 * nn * 4 / 4;
+        tile::StagingCache staging(*dev);
+        ops::GemmOptions o{
+            .type = DType::F32, .budget_bytes = budget, .measure_busy = false, .staging_cache = &staging};
+        const tile::GemmPlan plan = ops::plan_gemm(*dev, ma, mb, mc, o);
+        ops::GemmReport last;
+        const Timing tm =
+            time_reps(warmup, reps, [&] { last = ops::execute_gemm(*dev, plan, ma, mb, mc, o); });
+        o.measure_busy = true;
+        last = ops::execute_gemm(*dev, plan, ma, mb, mc, o);
+        const double err = error_of(pc.floats(), 11);
+        wrong = wrong || err > kTolerance;
+        const double ratio = best_s / tm.median();
+        record["out_of_core"] = {{"blocking", best_name},
+                                 {"budget_bytes", budget},
+                                 {"schedule", tile::to_string(plan.schedule)},
+                                 {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
+                                 {"timing", tm.to_json()},
+                                 {"of_in_core", ratio},
+                                 {"bytes_moved", last.bytes_moved},
+                                 {"peak_device_bytes", last.peak_device_bytes},
+                                 {"hidden_transfer_fraction", last.hidden_transfer_fraction},
+                                 {"busy_s",
+                                  {{"upload", last.upload_busy_seconds},
+                                   {"compute", last.compute_busy_seconds},
+                                   {"download", last.download_busy_seconds}}},
+                                 {"max_sample_error", err}};
+        say(fmt::format(
+            "out-of-core Vulkan GEMM, budget {} ({} {}x{}x{}): {} ({} of in-core), moved {}, peak "
+            "{}, hidden {}, busy up/compute/down {:.3f}/{:.3f}/{:.3f} s, sample error {:.2e}{}",
+            format_size(budget), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n, plan.tile_k,
+            tflops(flops, tm.median()), format_percent(ratio), format_size(last.bytes_moved),
+            format_size(last.peak_device_bytes), format_percent(last.hidden_transfer_fraction),
+            last.upload_busy_seconds, last.compute_busy_seconds, last.download_busy_seconds, err,
+            err > kTolerance ? "  FAILED" : ""));
+        rows.push_back({fmt::format("Vulkan out-of-core f32, budget {}", format_size(budget)),
+                        tflops(flops, tm.median()), fmt::format("in-core {}", tflops(flops, best_s)), ratio,
+                        0.9});
+    }
+
+    // --- the table --------------------------------------------------------------------------
+    nlohmann::json table = nlohmann::json::array();
+    fmt::print("\n{:<44} {:>16} {:>24} {:>8} {:>7} {}\n", "case", "outcore", "baseline", "ratio", "target",
+               "");
+    for (const Row& r : rows) {
+        const bool met = r.ratio >= r.target;
+        fmt::print("{:<44} {:>16} {:>24} {:>8.3f} {:>7.2f} {}\n", r.what, r.outcore, r.baseline, r.ratio,
+                   r.target, met ? "met" : "MISSED");
+        table.push_back({{"case", r.what},
+                         {"outcore", r.outcore},
+                         {"baseline", r.baseline},
+                         {"ratio", r.ratio},
+                         {"target", r.target},
+                         {"met", met}});
+    }
+    record["table"] = table;
+    if (json.enabled()) json.write(record);
+    if (wrong) say("bench vulkan: a GEMM's sampled error is over 1e-4 (FAILED above)");
+    return wrong ? 1 : 0;
+#endif
+}
+
+}  // namespace
+
+void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, CommandList& commands) {
+    auto* vk = bench.add_subcommand(
+        "vulkan", "The Vulkan suite: the GEMM shader vs cuBLAS SGEMM, out-of-core vs in-core Vulkan");
+    auto f = std::make_shared<VulkanBenchFlags>();
+    vk->add_option("--n", f->n, "m = n = k of the GEMMs (default 16384)")->type_name("N");
+    vk->add_option("--tiles", f->tiles,
+                   "Shader blockings to time in-core, WORKGROUPxPER_THREADxDEPTH (default 16x4x16 16x8x16 "
+                   "16x8x8 8x8x16); the fastest runs out-of-core")
+        ->type_name("WxPxD");
+    vk->add_option("--reps", f->reps, "Timed repetitions (median reported; default 3)")->type_name("N");
+    vk->add_option("--warmup", f->warmup, "Untimed runs first (default 1)")->type_name("N");
+    vk->add_option("--json", f->json, "Write the record as JSON to FILE (bare: stdout)")
+        ->type_name("FILE")
+        ->expected(0, 1);
+    vk->add_flag("--skip-cuda", f->skip_cuda, "Skip the cuBLAS baseline");
+    vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
+    commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
+}
+
+}  // namespace outcore::cli
