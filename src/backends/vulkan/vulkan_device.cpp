@@ -49,6 +49,18 @@ VkBuffer NativeMemory::buffer_of(std::uintptr_t memory) const {
     return it->second.buffer;
 }
 
+std::optional<NativeMemory::HostBuffer> NativeMemory::host_buffer(const void* host,
+                                                                  std::uint64_t bytes) const {
+    const auto* p = static_cast<const std::byte*>(host);
+    std::lock_guard lock(mutex_);
+    auto it = mapped_.upper_bound(p);
+    if (it == mapped_.begin()) return std::nullopt;
+    --it;
+    const auto& [end, buffer] = it->second;
+    if (p + bytes > end || p < it->first) return std::nullopt;
+    return HostBuffer{.buffer = buffer, .offset = static_cast<std::uint64_t>(p - it->first)};
+}
+
 std::uint64_t NativeMemory::block_count() const {
     std::lock_guard lock(mutex_);
     return entries_.size();
@@ -117,6 +129,8 @@ RawBlock NativeMemory::do_allocate(const AllocationRequest& request) {
         raw.host = static_cast<std::byte*>(mapped);
         std::lock_guard lock(mutex_);
         entries_[raw.native] = Entry{.buffer = buffer, .bytes = request.bytes, .heap = heap};
+        if (raw.host != nullptr && context_.coherent(request.kind))
+            mapped_[raw.host] = {raw.host + request.bytes, buffer};
         return raw;
     } catch (...) {
         if (buffer != VK_NULL_HANDLE) vkDestroyBuffer(device, buffer, nullptr);
@@ -139,6 +153,7 @@ void NativeMemory::do_deallocate(const RawBlock& block) noexcept {
         entry = it->second;
         entries_.erase(it);
         heap_used_[entry.heap] -= entry.bytes;
+        if (block.host != nullptr) mapped_.erase(block.host - block.offset);
     }
     vkDestroyBuffer(context_.device(), entry.buffer, nullptr);
     vkFreeMemory(context_.device(), reinterpret_cast<VkDeviceMemory>(block.native), nullptr);

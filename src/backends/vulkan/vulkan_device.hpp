@@ -12,8 +12,10 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -40,6 +42,15 @@ public:
     /// Live native blocks (against maxMemoryAllocationCount).
     [[nodiscard]] std::uint64_t block_count() const;
 
+    /// Where host memory lies inside a coherent host-visible block of this memory (a
+    /// HostPinned Block, staging included): its buffer and the offset there. Copies
+    /// from and to such memory need no staging. Empty for any other memory.
+    struct HostBuffer {
+        VkBuffer buffer = VK_NULL_HANDLE;
+        std::uint64_t offset = 0;
+    };
+    [[nodiscard]] std::optional<HostBuffer> host_buffer(const void* host, std::uint64_t bytes) const;
+
 private:
     struct Entry {
         VkBuffer buffer = VK_NULL_HANDLE;
@@ -53,6 +64,8 @@ private:
     std::vector<std::uint32_t> families_;  ///< queue families that share every buffer
     mutable std::mutex mutex_;
     std::unordered_map<std::uintptr_t, Entry> entries_;
+    /// Coherent mapped blocks by the address of their first byte: one past the last, buffer.
+    std::map<const std::byte*, std::pair<const std::byte*, VkBuffer>> mapped_;
     std::vector<std::uint64_t> heap_used_;
 };
 
@@ -64,6 +77,10 @@ public:
     [[nodiscard]] Context& context() noexcept { return *context_; }
     [[nodiscard]] const Context& context() const noexcept { return *context_; }
     [[nodiscard]] VkBuffer buffer_of(const RawBlock& block) const { return memory_.buffer_of(block.native); }
+    [[nodiscard]] std::optional<NativeMemory::HostBuffer> host_buffer(const void* host,
+                                                                      std::uint64_t bytes) const {
+        return memory_.host_buffer(host, bytes);
+    }
     /// Host-visible scratch memory for copies to and from pageable host memory; not
     /// counted in the device's accounting (the backend's own, like a driver's).
     [[nodiscard]] Allocator& staging() noexcept { return *staging_; }

@@ -210,14 +210,14 @@ std::vector<std::byte> bytes_of(const T& value) {
 
 namespace {
 
-/// Shared memory of gemm.comp's two staged slices (one padding column each).
+/// Shared memory of gemm.comp's two staged slices (four padding columns each).
 std::uint64_t gemm_shared_bytes(const GemmTile& t, std::uint64_t element_bytes) {
-    return 2 * (std::uint64_t{t.workgroup} * t.per_thread + 1) * t.depth * element_bytes;
+    return 2 * (std::uint64_t{t.workgroup} * t.per_thread + 4) * t.depth * element_bytes;
 }
 
 /// The blocking `t` checked against what the device runs; returns it as the shader's
 /// specialization constants.
-std::array<std::uint32_t, 3> gemm_specialization(const VulkanDevice& device, const GemmTile& t) {
+std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, const GemmTile& t) {
     const VkPhysicalDeviceLimits& l = device.context().limits();
     const std::uint64_t threads = std::uint64_t{t.workgroup} * t.workgroup;
     const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
@@ -232,7 +232,7 @@ std::array<std::uint32_t, 3> gemm_specialization(const VulkanDevice& device, con
                         t.workgroup, t.workgroup, t.per_thread, t.per_thread, t.depth, block, t.depth,
                         threads));
     }
-    return {t.workgroup, t.per_thread, t.depth};
+    return {t.workgroup, t.per_thread, t.depth, t.contiguous ? 1U : 0U};
 }
 
 }  // namespace
@@ -242,7 +242,7 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
       gemm_tile_(gemm_tile),
       gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush<float>),
                 gemm_specialization(device, gemm_tile)) {
-    const std::array<std::uint32_t, 3> spec = gemm_specialization(device, gemm_tile);
+    const std::array<std::uint32_t, 4> spec = gemm_specialization(device, gemm_tile);
     if (device.context().small_storage()) {
         gemm_bf16_ =
             std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_bf16(), 3,
@@ -256,8 +256,11 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
                                               static_cast<std::uint32_t>(sizeof(GemmPush<double>)), spec);
     }
     if (device.context().small_storage()) {
-        filter_ = std::make_unique<ComputePipeline>(device.context().device(), spirv_filter(), 7,
-                                                    static_cast<std::uint32_t>(sizeof(FilterPush)));
+        // With float64 the Sobel magnitude's sqrt is rounded as the CPU rounds it.
+        filter_ = std::make_unique<ComputePipeline>(
+            device.context().device(),
+            device.context().float64() ? spirv_filter_exact_sqrt() : spirv_filter(), 7,
+            static_cast<std::uint32_t>(sizeof(FilterPush)));
     }
 }
 

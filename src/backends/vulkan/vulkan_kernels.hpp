@@ -27,6 +27,7 @@ std::span<const std::uint32_t> spirv_gemm_f32();
 std::span<const std::uint32_t> spirv_gemm_bf16();
 std::span<const std::uint32_t> spirv_gemm_f64();
 std::span<const std::uint32_t> spirv_filter();
+std::span<const std::uint32_t> spirv_filter_exact_sqrt();
 
 /// One compute pipeline whose bindings are `buffers` storage buffers (set 0, push
 /// descriptors) and whose push constants are `push_bytes`.

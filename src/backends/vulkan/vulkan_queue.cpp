@@ -183,6 +183,22 @@ void VulkanQueue::recycle(Batch& batch) {
 
 void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
     if (bytes == 0) return;
+    // Host memory inside this device's coherent host-visible blocks (HostPinned Blocks,
+    // a StagingCache's) is copied by the device straight from or into its buffer.
+    const void* host_side = host.src != nullptr ? host.src : host.dst;
+    if (host_side != nullptr) {
+        if (const auto hb = device_->host_buffer(host_side, bytes)) {
+            const bool up = host.src != nullptr;
+            const VkBuffer buffer = up ? buffer_of(dst) : buffer_of(src);
+            const std::uint64_t at = up ? dst.native_offset() : src.native_offset();
+            enqueue_batched([this, hb = *hb, buffer, at, bytes, up] {
+                const VkBufferCopy r{
+                    .srcOffset = up ? hb.offset : at, .dstOffset = up ? at : hb.offset, .size = bytes};
+                vkCmdCopyBuffer(commands(), up ? hb.buffer : buffer, up ? buffer : hb.buffer, 1, &r);
+            });
+            return;
+        }
+    }
     if (host.src != nullptr) {  // upload: host -> staging now, staging -> buffer on the device
         enqueue_batched([this, dst, from = host.src, bytes] {
             std::shared_ptr<Block> s = stage(bytes);
@@ -218,17 +234,32 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
 
 void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
     const std::uint64_t packed = shape.width_bytes * shape.rows;
-    auto regions = [shape, buffer](std::uint64_t stage_offset, bool up) {
+    // Row i of the host side at host_offset + i · host_pitch (in staging, or in a
+    // host-visible buffer of this device), row i of the buffer at its own pitch.
+    auto regions = [shape, buffer](std::uint64_t host_offset, std::uint64_t host_pitch, bool up) {
         std::vector<VkBufferCopy> r(static_cast<std::size_t>(shape.rows));
         for (std::uint64_t i = 0; i < shape.rows; ++i) {
-            const std::uint64_t s = stage_offset + i * shape.width_bytes;
+            const std::uint64_t h = host_offset + i * host_pitch;
             const std::uint64_t b = buffer.native_offset() + i * shape.buffer_pitch_bytes;
             r[static_cast<std::size_t>(i)] = {
-                .srcOffset = up ? s : b, .dstOffset = up ? b : s, .size = shape.width_bytes};
+                .srcOffset = up ? h : b, .dstOffset = up ? b : h, .size = shape.width_bytes};
         }
         return r;
     };
-    if (host.src != nullptr) {
+    const bool up = host.src != nullptr;
+    const auto* host_first = static_cast<const std::byte*>(up ? host.src : host.dst);
+    const std::uint64_t host_span =
+        shape.rows == 0 ? 0 : (shape.rows - 1) * shape.host_pitch_bytes + shape.width_bytes;
+    if (const auto hb = device_->host_buffer(host_first, host_span)) {  // no staging (see do_copy)
+        enqueue_batched([this, hb = *hb, buffer, shape, up, regions] {
+            const std::vector<VkBufferCopy> r = regions(hb.offset, shape.host_pitch_bytes, up);
+            const VkBuffer device_buffer = buffer_of(buffer);
+            vkCmdCopyBuffer(commands(), up ? hb.buffer : device_buffer, up ? device_buffer : hb.buffer,
+                            static_cast<std::uint32_t>(r.size()), r.data());
+        });
+        return;
+    }
+    if (up) {
         enqueue_batched(
             [this, buffer, shape, packed, regions, from = static_cast<const std::byte*>(host.src)] {
                 std::shared_ptr<Block> s = stage(packed);
@@ -236,7 +267,7 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
                     std::memcpy(s->host() + i * shape.width_bytes, from + i * shape.host_pitch_bytes,
                                 static_cast<std::size_t>(shape.width_bytes));
                 }
-                const std::vector<VkBufferCopy> r = regions(s->raw().offset, true);
+                const std::vector<VkBufferCopy> r = regions(s->raw().offset, shape.width_bytes, true);
                 vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(buffer),
                                 static_cast<std::uint32_t>(r.size()), r.data());
                 keep(std::move(s));
@@ -244,9 +275,9 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         return;
     }
     auto holder = std::make_shared<std::shared_ptr<Block>>();
-    enqueue_batched([this, buffer, packed, regions, holder] {
+    enqueue_batched([this, buffer, packed, regions, holder, shape] {
         *holder = stage(packed);
-        const std::vector<VkBufferCopy> r = regions((*holder)->raw().offset, false);
+        const std::vector<VkBufferCopy> r = regions((*holder)->raw().offset, shape.width_bytes, false);
         vkCmdCopyBuffer(commands(), buffer_of(buffer), device_->buffer_of((*holder)->raw()),
                         static_cast<std::uint32_t>(r.size()), r.data());
         keep(holder);

@@ -8,6 +8,7 @@
 //   Conv2D           acc = w[0]·x(0,0); acc = acc + w[dy·side+dx]·x(dy,dx), dy outer, dx inner
 //   SobelMagnitude   gx = ((a2 − a0) + 2·(b2 − b0)) + (c2 − c0)
 //                    gy = ((c0 + 2·c1) + c2) − ((a0 + 2·a1) + a2),  sqrt(gx·gx + gy·gy)
+//                    (sqrt rounded to nearest where the device has float64, see sqrt_rn)
 //
 // Pixels are u8, u16 or f32 (8- and 16-bit storage); each buffer is bound three times,
 // once per type. Offsets and strides are in elements of the bound type.
@@ -49,6 +50,35 @@ float x(uint y, uint e) {
 
 float wt(uint t) { return w[p.w_off + t]; }
 
+#if defined(EXACT_SQRT)
+// sqrt(m) rounded to nearest, as IEEE (and the CPU's std::sqrt) rounds it. A driver's
+// sqrt may be a few ulp off (NVIDIA's is). The midpoint between two neighbouring
+// floats has 25 significant bits, so its square (50 bits) is exact in double, as are
+// the sums and products below (Vulkan rounds double +, * correctly); m is never such a
+// square, so comparing m with the squared midpoints picks the float nearest the root.
+// Built as the "filter_exact_sqrt" module, used where the device has shaderFloat64.
+float sqrt_rn(float m) {
+    float s = sqrt(m);
+    if (!(m > 0.0) || isinf(m)) return s;  // 0, NaN, negative, inf: as the driver gives them
+    for (int i = 0; i < 4; ++i) {
+        const float below = uintBitsToFloat(floatBitsToUint(s) - 1u);
+        const float above = uintBitsToFloat(floatBitsToUint(s) + 1u);
+        precise const double lo = (double(below) + double(s)) * 0.5LF;
+        precise const double hi = (double(s) + double(above)) * 0.5LF;
+        if (double(m) < lo * lo) {
+            s = below;
+        } else if (double(m) > hi * hi) {
+            s = above;
+        } else {
+            break;
+        }
+    }
+    return s;
+}
+#else
+float sqrt_rn(float m) { return sqrt(m); }  // the driver's rounding (no float64)
+#endif
+
 precise float sample_at(uint y, uint e) {
     const uint side = 2u * p.radius + 1u;
     if (p.op == 0u) {
@@ -78,7 +108,7 @@ precise float sample_at(uint y, uint e) {
     precise float gx = ((a2 - a0) + 2.0 * (b2 - b0)) + (c2 - c0);
     precise float gy = ((c0 + 2.0 * c1) + c2) - ((a0 + 2.0 * a1) + a2);
     precise float m = gx * gx + gy * gy;
-    return sqrt(m);
+    return sqrt_rn(m);
 }
 
 float clamped(float v, float hi) {  // [0, hi], NaN -> 0 (both comparisons are false for NaN)

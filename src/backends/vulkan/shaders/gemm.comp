@@ -5,10 +5,13 @@
 // TYPE_F64 (double throughout, shaderFloat64).
 // A workgroup of WG×WG threads computes a BM×BM block of C (BM = WG·TPT), TPT×TPT per
 // thread, staging BK-deep slices of op(A) and op(B) in shared memory; WG, TPT and BK
-// are specialization constants (defaults 16, 4, 16: 64×64 blocks). Each binding
+// are specialization constants (defaults 16, 4, 16: 64×64 blocks), and so is CONTIG:
+// whether a thread's TPT rows (and columns) are neighbours (its shared-memory reads
+// then merge into vector loads) or WG apart. Every loop over them is unrolled. Each binding
 // starts at an offset aligned to minStorageBufferOffsetAlignment; *_off are the
 // element offsets of the matrices from there.
 #version 450
+#extension GL_EXT_control_flow_attributes : require
 #if defined(TYPE_BF16)
 #extension GL_EXT_shader_16bit_storage : require
 #endif
@@ -30,6 +33,7 @@
 layout(constant_id = 0) const uint WG = 16;
 layout(constant_id = 1) const uint TPT = 4;
 layout(constant_id = 2) const uint BK = 16;
+layout(constant_id = 3) const bool CONTIG = false;
 layout(local_size_x_id = 0, local_size_y_id = 0) in;
 
 layout(set = 0, binding = 0) readonly buffer A { IN a[]; };
@@ -49,10 +53,12 @@ const uint BM = WG * TPT;
 const uint BN = WG * TPT;
 const uint LOADS = BM * BK / (WG * WG);  // elements of each slice one thread stages
 
-// One padding column: staging stores that run along k (a transposed A, an untransposed
-// B) then fall in different banks.
-shared T as[BK][BM + 1];
-shared T bs[BK][BN + 1];
+// Four padding columns: staging stores that run along k (a transposed A, an
+// untransposed B) then spread over the banks, and rows stay 16-byte aligned.
+shared T as[BK][BM + 4];
+shared T bs[BK][BN + 4];
+
+uint own(uint t, uint r) { return CONTIG ? t * TPT + r : t + WG * r; }  // row or column in the block
 
 T load_a(uint i, uint l) {  // op(A)(i, l), 0 outside
     if (i >= p.m || l >= p.k) return T(0);
@@ -73,13 +79,13 @@ void main() {
     const uint j0 = gl_WorkGroupID.y * BN;
 
     T acc[TPT][TPT];
-    for (uint r = 0u; r < TPT; ++r)
-        for (uint s = 0u; s < TPT; ++s) acc[r][s] = T(0);
+    [[unroll]] for (uint r = 0u; r < TPT; ++r)
+        [[unroll]] for (uint s = 0u; s < TPT; ++s) acc[r][s] = T(0);
 
     for (uint l0 = 0u; l0 < p.k; l0 += BK) {
         // Neighbouring threads load neighbouring elements of memory: along m for an
         // untransposed A, along k for a transposed A and for an untransposed B.
-        for (uint e = 0u; e < LOADS; ++e) {
+        [[unroll]] for (uint e = 0u; e < LOADS; ++e) {
             const uint idx = lane + e * WG * WG;
             const bool a_along_m = p.trans_a == 0u;
             const uint ra = a_along_m ? idx % BM : idx / BK;
@@ -91,22 +97,22 @@ void main() {
             bs[kb][rb] = load_b(l0 + kb, j0 + rb);
         }
         barrier();
-        for (uint kk = 0u; kk < BK; ++kk) {
+        [[unroll]] for (uint kk = 0u; kk < BK; ++kk) {
             T av[TPT];
             T bv[TPT];
-            for (uint r = 0u; r < TPT; ++r) av[r] = as[kk][tx + WG * r];
-            for (uint s = 0u; s < TPT; ++s) bv[s] = bs[kk][ty + WG * s];
-            for (uint r = 0u; r < TPT; ++r)
-                for (uint s = 0u; s < TPT; ++s) acc[r][s] += av[r] * bv[s];
+            [[unroll]] for (uint r = 0u; r < TPT; ++r) av[r] = as[kk][own(tx, r)];
+            [[unroll]] for (uint s = 0u; s < TPT; ++s) bv[s] = bs[kk][own(ty, s)];
+            [[unroll]] for (uint r = 0u; r < TPT; ++r)
+                [[unroll]] for (uint s = 0u; s < TPT; ++s) acc[r][s] += av[r] * bv[s];
         }
         barrier();
     }
 
-    for (uint s = 0u; s < TPT; ++s) {
-        const uint j = j0 + ty + WG * s;
+    [[unroll]] for (uint s = 0u; s < TPT; ++s) {
+        const uint j = j0 + own(ty, s);
         if (j >= p.n) continue;
-        for (uint r = 0u; r < TPT; ++r) {
-            const uint i = i0 + tx + WG * r;
+        [[unroll]] for (uint r = 0u; r < TPT; ++r) {
+            const uint i = i0 + own(tx, r);
             if (i >= p.m) continue;
             const uint at = p.c_off + i + j * p.ldc;
             const T v = p.alpha * acc[r][s];
