@@ -25,11 +25,14 @@ namespace outcore::vulkan {
 
 /// The GEMM shader's blocking, as specialization constants: workgroups of
 /// `workgroup`² threads, each computing `per_thread`² elements of C, through slices
-/// `depth` deep. (workgroup · per_thread · depth) must be a multiple of workgroup².
+/// `depth` deep. (workgroup · per_thread · depth) must be a multiple of workgroup²;
+/// per_thread is at most 8.
+/// `contiguous`: a thread's rows and columns are neighbours (else `workgroup` apart).
 struct GemmTile {
     std::uint32_t workgroup = 16;
     std::uint32_t per_thread = 4;
     std::uint32_t depth = 16;
+    bool contiguous = false;
 };
 
 struct VulkanDeviceOptions {

@@ -222,7 +222,8 @@ std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, con
     const std::uint64_t threads = std::uint64_t{t.workgroup} * t.workgroup;
     const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
     const std::uint64_t shared = gemm_shared_bytes(t, sizeof(float));
-    if (t.workgroup == 0 || t.per_thread == 0 || t.depth == 0 || threads > l.maxComputeWorkGroupInvocations ||
+    if (t.workgroup == 0 || t.per_thread == 0 || t.per_thread > 8 || t.depth == 0 ||
+        threads > l.maxComputeWorkGroupInvocations ||
         t.workgroup > l.maxComputeWorkGroupSize[0] || t.workgroup > l.maxComputeWorkGroupSize[1] ||
         (block * t.depth) % threads != 0 || shared > l.maxComputeSharedMemorySize) {
         throw UsageError(

@@ -223,6 +223,9 @@ TEST_F(VulkanTest, GemmBlockingIsSpecializedAtPipelineCreation) {
             }
         }
     }
+    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {4, 9, 16}}),
+                 outcore::UsageError)
+        << "more than 8x8 per thread";
     EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {16, 4, 15}}),
                  outcore::UsageError);
     EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {64, 4, 16}}),
