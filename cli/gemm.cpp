@@ -62,8 +62,9 @@ TypeChoice parse_gemm_type(const std::string& text) {
     if (text == "f64") return {DType::F64, GemmCompute::Exact, text};
     if (text == "tf32") return {DType::F32, GemmCompute::FastTF32, text};
     if (text == "bf16") return {DType::BF16, GemmCompute::Exact, text};
+    if (text == "f16") return {DType::F16, GemmCompute::Exact, text};
     throw UsageError("gemm",
-                     fmt::format("--dtype '{}': expected f32, f64, tf32 or bf16", io::printable(text)));
+                     fmt::format("--dtype '{}': expected f32, f64, tf32, bf16 or f16", io::printable(text)));
 }
 
 /// The operands a run reads: .npy readers (wrapped for bf16) or random host matrices.
@@ -82,11 +83,12 @@ void open_files(const GemmFlags& f, TypeChoice& type, bool type_given, Operands&
     ops.a_file = std::make_unique<io::NpyMatrixReader>(*f.a_path);
     ops.b_file = std::make_unique<io::NpyMatrixReader>(*f.b_path);
     if (!type_given) {
-        // The files decide: f32 or f64.
+        // The files decide: f32, f64 or f16.
         const DType t = ops.a_file->dtype();
-        if (t != DType::F32 && t != DType::F64) {
-            throw UsageError("gemm", fmt::format("--a '{}' holds {} elements; gemm reads f32 or f64 files",
-                                                 io::printable(ops.a_file->path()), to_string(t)));
+        if (t != DType::F32 && t != DType::F64 && t != DType::F16) {
+            throw UsageError("gemm",
+                             fmt::format("--a '{}' holds {} elements; gemm reads f32, f64 or f16 files",
+                                         io::printable(ops.a_file->path()), to_string(t)));
         }
         type = parse_gemm_type(std::string(to_string(t)));
     }
@@ -110,7 +112,7 @@ void open_files(const GemmFlags& f, TypeChoice& type, bool type_given, Operands&
     }
     if (f.c_path) {
         ops.c_file = std::make_unique<io::NpyMatrixReader>(*f.c_path);
-        const DType c_type = type.type == DType::BF16 ? DType::F32 : type.type;
+        const DType c_type = gemm_c_dtype(type.type);
         if (ops.c_file->dtype() != c_type) {
             throw UsageError("gemm",
                              fmt::format("--c '{}' holds {} elements; C is {}", io::printable(*f.c_path),
@@ -252,7 +254,7 @@ int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
         k = ta ? ops.a->rows() : ops.a->cols();
         n = tb ? ops.b->rows() : ops.b->cols();
     }
-    const DType c_type = type.type == DType::BF16 ? DType::F32 : type.type;
+    const DType c_type = gemm_c_dtype(type.type);
 
     // Plan on shapes: shapes that disagree, an empty problem, sizes that overflow and
     // a budget below the minimum all fail here, before anything is allocated.
@@ -454,7 +456,7 @@ void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& 
     sub->add_option("--alpha", f->alpha, "alpha (default 1)")->type_name("X");
     sub->add_option("--beta", f->beta, "beta (default 0)")->type_name("X");
     sub->add_option("--dtype", f->dtype,
-                    "f32, f64, tf32 (f32 data) or bf16 (C in f32); default: the files', else f32")
+                    "f32, f64, tf32 (f32 data), bf16 or f16 (C in f32); default: the files', else f32")
         ->type_name("TYPE");
     sub->add_option("--budget", f->budget,
                     "Device memory budget: 256MiB, 1.5GB, 50%, auto (default: --device-budget)")

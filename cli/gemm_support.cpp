@@ -49,6 +49,11 @@ double element(const std::byte* p, DType type, std::uint64_t index) noexcept {
             std::memcpy(&h, p + index * 2, 2);
             return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
         }
+        case DType::F16: {
+            std::uint16_t h = 0;
+            std::memcpy(&h, p + index * 2, 2);
+            return f16_to_f32(h);
+        }
         default: {
             float v = 0;
             std::memcpy(&v, p + index * 4, 4);
@@ -144,8 +149,10 @@ void fill_random(std::byte* dst, std::uint64_t rows, std::uint64_t cols, DType t
             const double v = 2.0 * u - 1.0;
             switch (type) {
                 case DType::F64: std::memcpy(dst + i * 8, &v, 8); break;
-                case DType::BF16: {
-                    const std::uint16_t h = bf16_bits(static_cast<float>(v));
+                case DType::BF16:
+                case DType::F16: {
+                    const auto f = static_cast<float>(v);
+                    const std::uint16_t h = type == DType::BF16 ? bf16_bits(f) : f32_to_f16(f);
                     std::memcpy(dst + i * 2, &h, 2);
                     break;
                 }
@@ -171,6 +178,7 @@ double gemm_error_bound(DType type, GemmCompute compute, std::uint64_t k) noexce
     double base = 1e-5;
     if (type == DType::F64) base = 1e-12;
     if (type == DType::BF16) base = 1e-2;
+    if (type == DType::F16) base = 1e-3;
     if (type == DType::F32 && compute == GemmCompute::FastTF32) base = 2e-3;
     return base * std::max(1.0, std::sqrt(static_cast<double>(k) / 4096.0));
 }

@@ -62,7 +62,7 @@ inline constexpr std::uint64_t kStreamB = 2;
 inline constexpr std::uint64_t kStreamC = 3;
 inline constexpr std::uint64_t kStreamSample = 4;
 
-/// Fills `dst` with a row-major rows × cols matrix of `type` (F32, F64 or BF16) whose
+/// Fills `dst` with a row-major rows × cols matrix of `type` (F32, F64, BF16 or F16) whose
 /// element (i, j) is uniform in [−1, 1) and depends only on (seed, stream, i·cols + j),
 /// so any thread count gives the same matrix. Uses every core.
 void fill_random(std::byte* dst, std::uint64_t rows, std::uint64_t cols, DType type, std::uint64_t seed,

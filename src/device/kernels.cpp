@@ -34,7 +34,7 @@ void Kernels::gemm(Queue& queue, const GemmTileArgs& a) {
     }
     if (a.m == 0 || a.n == 0) return;
     const std::uint32_t in_bytes = dtype_bytes(a.type);
-    const std::uint32_t out_bytes = a.type == DType::BF16 ? 4 : in_bytes;  // bf16 accumulates into f32 C
+    const std::uint32_t out_bytes = dtype_bytes(gemm_c_dtype(a.type));  // 16-bit floats accumulate into f32 C
     if (a.k > 0) {
         check_operand("a", a.a, a.trans_a ? a.k : a.m, a.trans_a ? a.m : a.k, a.lda, in_bytes);
         check_operand("b", a.b, a.trans_b ? a.n : a.k, a.trans_b ? a.k : a.n, a.ldb, in_bytes);

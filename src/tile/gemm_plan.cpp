@@ -421,16 +421,19 @@ std::uint32_t gemm_input_bytes(DType type) {
     switch (type) {
         case DType::F32:
         case DType::F64:
-        case DType::BF16: return dtype_bytes(type);
-        case DType::F16:
+        case DType::BF16:
+        case DType::F16: return dtype_bytes(type);
         case DType::U8:
         case DType::U16: break;
     }
-    throw UsageError(
-        "tile", fmt::format("GEMM does not take {} data (f32, f64, tf32 and bf16 only)", to_string(type)));
+    throw UsageError("tile", fmt::format("GEMM does not take {} data (f32, f64, tf32, bf16 and f16 only)",
+                                         to_string(type)));
 }
 
-std::uint32_t gemm_output_bytes(DType type) { return type == DType::BF16 ? 4 : gemm_input_bytes(type); }
+std::uint32_t gemm_output_bytes(DType type) {
+    (void)gemm_input_bytes(type);  // UsageError for types GEMM does not take
+    return dtype_bytes(gemm_c_dtype(type));
+}
 
 std::uint64_t gemm_lower_bound_bytes(const GemmProblem& p, std::uint64_t budget_bytes) {
     validate(p);

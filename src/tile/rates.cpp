@@ -44,7 +44,7 @@ double best_time(F&& run) {
 double measure_gemm(Device& device, Queue& q, DType type, GemmCompute compute) {
     if (!device.kernels().supports_gemm(type, compute)) return 0.0;
     const std::uint64_t w = dtype_bytes(type);
-    const std::uint64_t wc = type == DType::BF16 ? 4 : w;
+    const std::uint64_t wc = dtype_bytes(gemm_c_dtype(type));
     double rate = 0.0;
     for (std::uint64_t n = 256; n <= kMaxGemmSide; n *= 2) {
         try {
@@ -131,6 +131,7 @@ double DeviceRates::gemm_flops(DType type, GemmCompute compute) const noexcept {
         case DType::F32: return f32_flops;
         case DType::F64: return f64_flops;
         case DType::BF16: return bf16_flops;
+        case DType::F16: return f16_flops;
         default: return 0.0;
     }
 }
@@ -192,6 +193,7 @@ double* gemm_field(DeviceRates& r, DType type, GemmCompute compute) {
         case DType::F32: return &r.f32_flops;
         case DType::F64: return &r.f64_flops;
         case DType::BF16: return &r.bf16_flops;
+        case DType::F16: return &r.f16_flops;
         default: return nullptr;
     }
 }
@@ -205,11 +207,14 @@ DeviceRates measure_rates(Device& device) {
     r.f64_flops = probe.gemm(DType::F64, GemmCompute::Exact);
     r.tf32_flops = probe.gemm(DType::F32, GemmCompute::FastTF32);
     r.bf16_flops = probe.gemm(DType::BF16, GemmCompute::Exact);
+    r.f16_flops = probe.gemm(DType::F16, GemmCompute::Exact);
     set_link(r, probe.link());
     log::info("rates",
-              "{}: f32 {:.3g} FLOP/s, f64 {:.3g}, tf32 {:.3g}, bf16 {:.3g}; up {:.3g} B/s, down {:.3g}, both "
+              "{}: f32 {:.3g} FLOP/s, f64 {:.3g}, tf32 {:.3g}, bf16 {:.3g}, f16 {:.3g}; up {:.3g} B/s, down "
+              "{:.3g}, "
+              "both "
               "{:.3g}",
-              device.info().id(), r.f32_flops, r.f64_flops, r.tf32_flops, r.bf16_flops,
+              device.info().id(), r.f32_flops, r.f64_flops, r.tf32_flops, r.bf16_flops, r.f16_flops,
               r.upload_bytes_per_second, r.download_bytes_per_second, r.duplex_bytes_per_second);
     return r;
 }

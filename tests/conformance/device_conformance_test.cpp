@@ -460,6 +460,10 @@ struct HostMatrix {
             const auto f = static_cast<float>(v);
             std::memcpy(bytes.data() + at * 4, &f, 4);
             stored = f;
+        } else if (type == DType::F16) {
+            const std::uint16_t h = outcore::f32_to_f16(static_cast<float>(v));
+            std::memcpy(bytes.data() + at * 2, &h, 2);
+            stored = outcore::f16_to_f32(h);
         } else {  // bf16: the upper half of the f32 pattern, exactly representable
             const auto f = static_cast<float>(v);
             std::uint32_t bits = 0;
@@ -553,12 +557,13 @@ struct Mode {
     GemmCompute compute;
     double tolerance;  ///< ‖out − ref‖ / ‖ref‖ (QUALITY.md)
 };
-// bf16 inputs here are exact, so only f32 accumulation error remains; 1e-3 still
+// bf16 and f16 inputs here are exact, so only f32 accumulation error remains; 1e-3 still
 // leaves room for backends that round intermediate products.
 constexpr Mode kModes[] = {{DType::F32, GemmCompute::Exact, 1e-5},
                            {DType::F32, GemmCompute::FastTF32, 2e-3},
                            {DType::F64, GemmCompute::Exact, 1e-12},
-                           {DType::BF16, GemmCompute::Exact, 1e-3}};
+                           {DType::BF16, GemmCompute::Exact, 1e-3},
+                           {DType::F16, GemmCompute::Exact, 1e-3}};
 
 TEST_P(DeviceConformance, GemmMatchesAFloat64ReferenceAndTheCpuBackend) {
     std::mt19937_64 rng(outcore::test::seed());

@@ -21,6 +21,16 @@ enum class DType : unsigned char { F32, F64, BF16, F16, U8, U16 };
     }
     return 0;
 }
+/// The element type of C in a GEMM on `t` inputs: 16-bit floats (bf16, f16) are
+/// multiplied and accumulated in f32 and C is f32; otherwise C has the inputs' type.
+[[nodiscard]] constexpr DType gemm_c_dtype(DType t) noexcept {
+    return t == DType::BF16 || t == DType::F16 ? DType::F32 : t;
+}
+
+/// IEEE binary16 bits to float (exact) and float to binary16 (round to nearest even).
+[[nodiscard]] float f16_to_f32(std::uint16_t bits) noexcept;
+[[nodiscard]] std::uint16_t f32_to_f16(float value) noexcept;
+
 /// "f32", "f64", "bf16", "f16", "u8", "u16".
 [[nodiscard]] std::string_view to_string(DType t) noexcept;
 /// Inverse of to_string; nullopt for unknown text.

@@ -42,7 +42,7 @@
 namespace outcore::ops {
 
 struct GemmOptions {
-    /// Input element type: F32, F64 or BF16 (bf16 stores C in f32).
+    /// Input element type: F32, F64, BF16 or F16 (16-bit floats store C in f32).
     DType type = DType::F32;
     /// FastTF32 with F32 data where the backend has it (Kernels::supports_gemm).
     GemmCompute compute = GemmCompute::Exact;

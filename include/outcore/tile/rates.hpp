@@ -27,6 +27,7 @@ struct DeviceRates {
     double f64_flops = 0;                  ///< f64
     double tf32_flops = 0;                 ///< f32 data, GemmCompute::FastTF32
     double bf16_flops = 0;                 ///< bf16 inputs, f32 accumulation
+    double f16_flops = 0;                  ///< f16 inputs, f32 accumulation
     double upload_bytes_per_second = 0;    ///< pinned host → device
     double download_bytes_per_second = 0;  ///< device → pinned host
     double duplex_bytes_per_second = 0;    ///< both directions at once, in total

@@ -64,15 +64,16 @@ float bf16_to_f32(std::uint16_t bits) noexcept {
     return out;
 }
 
-/// Widens a column-major bf16 matrix to a packed f32 one (ld = rows).
-std::vector<float> widen_bf16(const std::byte* src, std::uint64_t rows, std::uint64_t cols,
-                              std::uint64_t ld) {
+/// Widens a column-major bf16 or f16 matrix to a packed f32 one (ld = rows).
+std::vector<float> widen_16(DType type, const std::byte* src, std::uint64_t rows, std::uint64_t cols,
+                            std::uint64_t ld) {
+    const auto widen = type == DType::BF16 ? bf16_to_f32 : f16_to_f32;
     std::vector<float> out(static_cast<std::size_t>(rows * cols));
     for (std::uint64_t j = 0; j < cols; ++j) {
         for (std::uint64_t i = 0; i < rows; ++i) {
             std::uint16_t bits = 0;
             std::memcpy(&bits, src + (i + j * ld) * 2, sizeof bits);
-            out[static_cast<std::size_t>(i + j * rows)] = bf16_to_f32(bits);
+            out[static_cast<std::size_t>(i + j * rows)] = widen(bits);
         }
     }
     return out;
@@ -94,7 +95,8 @@ bool CpuKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcep
     switch (type) {
         case DType::F32: return true;  // FastTF32 runs exactly in f32: see the header
         case DType::F64:
-        case DType::BF16: return compute == GemmCompute::Exact;
+        case DType::BF16:
+        case DType::F16: return compute == GemmCompute::Exact;
         default: return false;
     }
 }
@@ -120,7 +122,7 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                                                  args.n, args.k, kMax));
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
-    const std::uint64_t out_bytes = args.type == DType::BF16 ? 4 : in_bytes;  // bf16 stores C in f32
+    const std::uint64_t out_bytes = dtype_bytes(gemm_c_dtype(args.type));  // f32 C for 16-bit floats
     const std::uint64_t a_rows = args.trans_a ? args.k : args.m;
     const std::uint64_t a_cols = args.trans_a ? args.m : args.k;
     const std::uint64_t b_rows = args.trans_b ? args.n : args.k;
@@ -155,13 +157,14 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
             });
             break;
         case DType::BF16:
+        case DType::F16:
             // Widening happens on the worker: the inputs are only valid once earlier
             // work on the queue (their upload) has run.
-            cpu_queue->enqueue([=] {
+            cpu_queue->enqueue([=, type = args.type] {
                 const std::vector<float> wa =
-                    widen_bf16(a.data, a_rows, a_cols, static_cast<std::uint64_t>(a.ld));
+                    widen_16(type, a.data, a_rows, a_cols, static_cast<std::uint64_t>(a.ld));
                 const std::vector<float> wb =
-                    widen_bf16(b.data, b_rows, b_cols, static_cast<std::uint64_t>(b.ld));
+                    widen_16(type, b.data, b_rows, b_cols, static_cast<std::uint64_t>(b.ld));
                 const auto packed_lda = static_cast<blasint>(std::max<std::uint64_t>(a_rows, 1));
                 const auto packed_ldb = static_cast<blasint>(std::max<std::uint64_t>(b_rows, 1));
                 cblas_sgemm(CblasColMajor, ta, tb, m, n, k, static_cast<float>(alpha), wa.data(), packed_lda,

@@ -67,7 +67,8 @@ bool CudaKernels::do_supports_gemm(DType type, GemmCompute compute) const noexce
     switch (type) {
         case DType::F32: return true;
         case DType::F64:
-        case DType::BF16: return compute == GemmCompute::Exact;
+        case DType::BF16:
+        case DType::F16: return compute == GemmCompute::Exact;
         default: return false;
     }
 }
@@ -96,7 +97,7 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         }
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
-    const std::uint64_t out_bytes = args.type == DType::BF16 ? 4 : in_bytes;  // bf16 stores C in f32
+    const std::uint64_t out_bytes = dtype_bytes(gemm_c_dtype(args.type));  // f32 C for 16-bit floats
     if (args.k > 0) {
         check_kernel_view(*device_, "gemm", "a", args.a, in_bytes);
         check_kernel_view(*device_, "gemm", "b", args.b, in_bytes);
@@ -126,6 +127,7 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
             compute = CUBLAS_COMPUTE_64F;
             break;
         case DType::BF16: in_type = CUDA_R_16BF; break;
+        case DType::F16: in_type = CUDA_R_16F; break;
         default:
             if (args.compute == GemmCompute::FastTF32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
             break;

@@ -223,9 +223,9 @@ std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, con
     const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
     const std::uint64_t shared = gemm_shared_bytes(t, sizeof(float));
     if (t.workgroup == 0 || t.per_thread == 0 || t.per_thread > 8 || t.depth == 0 ||
-        threads > l.maxComputeWorkGroupInvocations ||
-        t.workgroup > l.maxComputeWorkGroupSize[0] || t.workgroup > l.maxComputeWorkGroupSize[1] ||
-        (block * t.depth) % threads != 0 || shared > l.maxComputeSharedMemorySize) {
+        threads > l.maxComputeWorkGroupInvocations || t.workgroup > l.maxComputeWorkGroupSize[0] ||
+        t.workgroup > l.maxComputeWorkGroupSize[1] || (block * t.depth) % threads != 0 ||
+        shared > l.maxComputeSharedMemorySize) {
         throw UsageError(
             kComponent,
             fmt::format("GEMM blocking {}x{} threads x {}x{} each, {} deep does not fit the device "
@@ -248,6 +248,9 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
         gemm_bf16_ =
             std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_bf16(), 3,
                                               static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
+        gemm_f16_ =
+            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_f16(), 3,
+                                              static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
     }
     // float64 slices take twice the shared memory: without room, no f64 GEMM.
     if (device.context().float64() && gemm_shared_bytes(gemm_tile, sizeof(double)) <=
@@ -266,11 +269,13 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
 }
 
 // FastTF32 runs exactly in f32 (as on the CPU backend): the shader has no reduced
-// precision path. bf16 and f64 where the device has 16-bit storage and shaderFloat64.
+// precision path. bf16 and f16 where the device has 16-bit storage, f64 where it has
+// shaderFloat64.
 bool VulkanKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
     switch (type) {
         case DType::F32: return true;
         case DType::BF16: return compute == GemmCompute::Exact && gemm_bf16_ != nullptr;
+        case DType::F16: return compute == GemmCompute::Exact && gemm_f16_ != nullptr;
         case DType::F64: return compute == GemmCompute::Exact && gemm_f64_ != nullptr;
         default: return false;
     }
@@ -290,7 +295,7 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                                              limits.maxComputeWorkGroupCount[1]));
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
-    const std::uint64_t out_bytes = args.type == DType::F64 ? 8 : 4;
+    const std::uint64_t out_bytes = dtype_bytes(gemm_c_dtype(args.type));
     const Binding a = bind(device_, q.buffer_of(args.a), args.a, in_bytes, "gemm", "A");
     const Binding b = bind(device_, q.buffer_of(args.b), args.b, in_bytes, "gemm", "B");
     const Binding c = bind(device_, q.buffer_of(args.c), args.c, out_bytes, "gemm", "C");
@@ -314,13 +319,15 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         dispatch(q, device_, *gemm_f64_, {a.info, b.info, c.info}, bytes_of(push), gx, gy, nullptr);
         return;
     }
-    // f32 and bf16 take float scalars: the same fields, alpha and beta narrowed.
+    // f32, bf16 and f16 take float scalars: the same fields, alpha and beta narrowed.
     GemmPush<float> narrow{};
     std::memcpy(&narrow, &push, offsetof(GemmPush<float>, alpha));
     narrow.alpha = static_cast<float>(args.alpha);
     narrow.beta = static_cast<float>(args.beta);
-    dispatch(q, device_, args.type == DType::BF16 ? *gemm_bf16_ : gemm_f32_, {a.info, b.info, c.info},
-             bytes_of(narrow), gx, gy, nullptr);
+    const ComputePipeline& pipeline = args.type == DType::BF16  ? *gemm_bf16_
+                                      : args.type == DType::F16 ? *gemm_f16_
+                                                                : gemm_f32_;
+    dispatch(q, device_, pipeline, {a.info, b.info, c.info}, bytes_of(narrow), gx, gy, nullptr);
 }
 
 void VulkanKernels::do_filter(Queue& queue, const FilterTileArgs& args) {

@@ -1,6 +1,6 @@
 // vulkan_kernels.hpp — the Vulkan backend's kernels (private to the backend).
 //
-// GEMM is a compute shader (shaders/gemm.comp, built for f32, bf16 and f64); its three matrices are
+// GEMM is a compute shader (shaders/gemm.comp, built for f32, bf16, f16 and f64); its three matrices are
 // bound with push descriptors at offsets rounded down to
 // minStorageBufferOffsetAlignment, the rest passed as element offsets in push
 // constants, so any 4-byte-aligned view works. The edge fill is one vkCmdCopyBuffer
@@ -25,6 +25,7 @@ class VulkanDevice;
 /// SPIR-V of the shaders, embedded at build time (vulkan_shaders.cpp, generated).
 std::span<const std::uint32_t> spirv_gemm_f32();
 std::span<const std::uint32_t> spirv_gemm_bf16();
+std::span<const std::uint32_t> spirv_gemm_f16();
 std::span<const std::uint32_t> spirv_gemm_f64();
 std::span<const std::uint32_t> spirv_filter();
 std::span<const std::uint32_t> spirv_filter_exact_sqrt();
@@ -65,6 +66,7 @@ private:
     GemmTile gemm_tile_;
     ComputePipeline gemm_f32_;
     std::unique_ptr<ComputePipeline> gemm_bf16_;  ///< null without 16-bit storage
+    std::unique_ptr<ComputePipeline> gemm_f16_;   ///< null without 16-bit storage
     std::unique_ptr<ComputePipeline> gemm_f64_;   ///< null without shaderFloat64
     std::unique_ptr<ComputePipeline> filter_;     ///< null without 8/16-bit storage
 };

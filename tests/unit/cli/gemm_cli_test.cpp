@@ -234,7 +234,7 @@ TEST(GemmCli, WrongDtypeOrShapeInNpyIsAUsageError) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_TRUE(is_one_line_error(r));
     // An unknown --dtype.
-    r = run_cli(s, args({"gemm", "--m", "4", "--n", "4", "--k", "4", "--dtype", "f16"}));
+    r = run_cli(s, args({"gemm", "--m", "4", "--n", "4", "--k", "4", "--dtype", "f8"}));
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_TRUE(is_one_line_error(r));
 }

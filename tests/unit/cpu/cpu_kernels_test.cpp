@@ -73,6 +73,12 @@ struct HostMatrix {
                 stored = g;
                 break;
             }
+            case DType::F16: {
+                const std::uint16_t h = outcore::f32_to_f16(static_cast<float>(v));
+                std::memcpy(bytes.data() + at * 2, &h, 2);
+                stored = outcore::f16_to_f32(h);
+                break;
+            }
             default: ADD_FAILURE() << "unsupported test type";
         }
         if (i < rows && j < cols) exact[static_cast<std::size_t>(i + j * rows)] = stored;
@@ -199,7 +205,8 @@ struct Mode {
 constexpr Mode kModes[] = {{DType::F32, GemmCompute::Exact},
                            {DType::F32, GemmCompute::FastTF32},
                            {DType::F64, GemmCompute::Exact},
-                           {DType::BF16, GemmCompute::Exact}};
+                           {DType::BF16, GemmCompute::Exact},
+                           {DType::F16, GemmCompute::Exact}};
 
 TEST(CpuGemm, SupportsWhatTheHeaderPromises) {
     auto dev = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB});
@@ -208,7 +215,8 @@ TEST(CpuGemm, SupportsWhatTheHeaderPromises) {
         EXPECT_TRUE(k.supports_gemm(m.type, m.compute)) << outcore::to_string(m.type);
     EXPECT_FALSE(k.supports_gemm(DType::F64, GemmCompute::FastTF32));
     EXPECT_FALSE(k.supports_gemm(DType::BF16, GemmCompute::FastTF32));
-    for (DType t : {DType::F16, DType::U8, DType::U16}) {
+    EXPECT_FALSE(k.supports_gemm(DType::F16, GemmCompute::FastTF32));
+    for (DType t : {DType::U8, DType::U16}) {
         EXPECT_FALSE(k.supports_gemm(t, GemmCompute::Exact)) << outcore::to_string(t);
     }
 }
@@ -375,7 +383,7 @@ TEST(CpuGemm, RefusesForeignQueuesOperandsAndBadViews) {
     bad.ldc = 3;
     EXPECT_THROW(dev->kernels().gemm(*q, bad), UsageError);
     bad = ok;
-    bad.type = DType::F16;
+    bad.type = DType::U16;
     EXPECT_THROW(dev->kernels().gemm(*q, bad), UsageError);
     bad = ok;
     bad.type = DType::F64;

@@ -79,6 +79,12 @@ struct Matrix {
                 exact[at] = f;
                 break;
             }
+            case DType::F16: {
+                const std::uint16_t h = outcore::f32_to_f16(static_cast<float>(v));
+                std::memcpy(bytes.data() + at * 2, &h, 2);
+                exact[at] = outcore::f16_to_f32(h);
+                break;
+            }
             default: {
                 const float f = bf16_round(v);
                 std::uint32_t bits = 0;
@@ -189,7 +195,8 @@ struct Mode {
 constexpr Mode kModes[] = {{DType::F32, GemmCompute::Exact, 1e-5},
                            {DType::F32, GemmCompute::FastTF32, 2e-3},
                            {DType::F64, GemmCompute::Exact, 1e-13},
-                           {DType::BF16, GemmCompute::Exact, 1e-4}};
+                           {DType::BF16, GemmCompute::Exact, 1e-4},
+                           {DType::F16, GemmCompute::Exact, 1e-4}};
 
 TEST_F(CudaKernelsTest, GemmSupportsEveryTypeTheIssueNames) {
     for (const Mode& mode : kModes) EXPECT_TRUE(dev().kernels().supports_gemm(mode.type, mode.compute));

@@ -90,7 +90,7 @@ struct Problem {
         options.measure_rates = false;
         options.budget_bytes = kGiB;
     }
-    static DType out_type(DType t) { return t == DType::BF16 ? DType::F32 : t; }
+    static DType out_type(DType t) { return outcore::gemm_c_dtype(t); }
 };
 
 struct Result {

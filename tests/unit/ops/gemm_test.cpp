@@ -82,8 +82,8 @@ struct Operands {
     Operands(const Case& cs, std::mt19937_64& rng)
         : a(cs.trans_a ? cs.k : cs.m, cs.trans_a ? cs.m : cs.k, cs.type, cs.layout),
           b(cs.trans_b ? cs.n : cs.k, cs.trans_b ? cs.k : cs.n, cs.type, cs.layout),
-          c(cs.m, cs.n, cs.type == DType::BF16 ? DType::F32 : cs.type, cs.layout),
-          c0(cs.m, cs.n, cs.type == DType::BF16 ? DType::F32 : cs.type, cs.layout) {
+          c(cs.m, cs.n, outcore::gemm_c_dtype(cs.type), cs.layout),
+          c0(cs.m, cs.n, outcore::gemm_c_dtype(cs.type), cs.layout) {
         a.randomize(rng);
         b.randomize(rng);
         c0.randomize(rng);
@@ -359,7 +359,8 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
     for (const auto& [type, compute] :
-         {std::pair{DType::BF16, GemmCompute::Exact}, std::pair{DType::F32, GemmCompute::FastTF32}}) {
+         {std::pair{DType::BF16, GemmCompute::Exact}, std::pair{DType::F16, GemmCompute::Exact},
+          std::pair{DType::F32, GemmCompute::FastTF32}}) {
         if (!device->kernels().supports_gemm(type, compute)) continue;
         Case cs{.m = 150, .n = 70, .k = 120, .type = type, .compute = compute, .trans_a = true, .beta = 0.5};
         (void)run_case(*device, cs, rng);

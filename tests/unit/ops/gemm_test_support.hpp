@@ -81,7 +81,8 @@ struct Matrix {
         } else if (type == DType::F64) {
             std::memcpy(p, &v, sizeof v);
         } else {
-            const std::uint16_t h = to_bf16(static_cast<float>(v));
+            const std::uint16_t h = type == DType::F16 ? outcore::f32_to_f16(static_cast<float>(v))
+                                                       : to_bf16(static_cast<float>(v));
             std::memcpy(p, &h, sizeof h);
         }
     }
@@ -99,7 +100,7 @@ struct Matrix {
         }
         std::uint16_t h = 0;
         std::memcpy(&h, p, sizeof h);
-        return from_bf16(h);
+        return type == DType::F16 ? outcore::f16_to_f32(h) : from_bf16(h);
     }
     void randomize(std::mt19937_64& rng) {
         std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -163,7 +164,7 @@ inline double error_bound(DType type, GemmCompute compute, std::uint64_t k) {
     const double sk = std::sqrt(static_cast<double>(k));
     if (compute == GemmCompute::FastTF32) return 1e-3 * sk;  // 10-bit mantissa products
     if (type == DType::F64) return 1e-14 * (1.0 + sk);
-    return 1e-6 * (1.0 + sk);  // f32 and bf16 (bf16 inputs are exact; products accumulate in f32)
+    return 1e-6 * (1.0 + sk);  // f32, bf16, f16 (16-bit inputs are exact; products accumulate in f32)
 }
 
 }  // namespace outcore::gemm_test

@@ -1,8 +1,8 @@
 // gemm.comp — one GEMM tile, column-major as in BLAS:
 //   C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C     (beta == 0: C is not read)
-// Built three times (src/backends/vulkan/CMakeLists.txt): TYPE_F32 (float throughout),
-// TYPE_BF16 (bf16 inputs through 16-bit storage, float accumulation and C) and
-// TYPE_F64 (double throughout, shaderFloat64).
+// Built four times (src/backends/vulkan/CMakeLists.txt): TYPE_F32 (float throughout),
+// TYPE_BF16 and TYPE_F16 (16-bit inputs through 16-bit storage, widened exactly to
+// float, float accumulation and C) and TYPE_F64 (double throughout, shaderFloat64).
 // A workgroup of WG×WG threads computes a BM×BM block of C (BM = WG·TPT), TPT×TPT per
 // thread, staging BK-deep slices of op(A) and op(B) in shared memory; WG, TPT and BK
 // are specialization constants (defaults 16, 4, 16: 64×64 blocks), and so is CONTIG:
@@ -12,7 +12,7 @@
 // element offsets of the matrices from there.
 #version 450
 #extension GL_EXT_control_flow_attributes : require
-#if defined(TYPE_BF16)
+#if defined(TYPE_BF16) || defined(TYPE_F16)
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 
@@ -24,6 +24,10 @@
 #define T float
 #define IN uint16_t
 #define TO_T(x) uintBitsToFloat(uint(x) << 16)
+#elif defined(TYPE_F16)
+#define T float
+#define IN uint16_t
+#define TO_T(v) unpackHalf2x16(uint(v)).x
 #else
 #define T float
 #define IN float
