@@ -270,6 +270,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         double tolerance;
         std::optional<tile::GemmSchedule> schedule = std::nullopt;  // --explore: forced
         std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
+        std::uint32_t group = 1;
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -290,8 +291,12 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             at = colon + 1;
         }
         std::uint64_t t[3] = {0, 0, 0};
-        if (part.size() != 3 || std::sscanf(part[2].c_str(), "%lux%lux%lu", &t[0], &t[1], &t[2]) != 3) {
-            throw UsageError("bench", fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK", e));
+        unsigned group = 1;
+        if (part.size() < 3 || part.size() > 4 ||
+            std::sscanf(part[2].c_str(), "%lux%lux%lu", &t[0], &t[1], &t[2]) != 3 ||
+            (part.size() == 4 && (std::sscanf(part[3].c_str(), "g%u", &group) != 1 || group == 0))) {
+            throw UsageError("bench",
+                             fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP]", e));
         }
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
         const std::size_t at_sign = part[0].find('@');
@@ -311,7 +316,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         }
         if (!known)
             throw UsageError("bench", fmt::format("--explore '{}': schedule square-c, a-panel, b-panel", e));
-        x.tile_m = t[0], x.tile_n = t[1], x.tile_k = t[2];
+        x.tile_m = t[0], x.tile_n = t[1], x.tile_k = t[2], x.group = group;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -330,6 +335,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .tile_m = oc.tile_m,
                            .tile_n = oc.tile_n,
                            .tile_k = oc.tile_k,
+                           .group = oc.group,
                            // Timed runs measure nothing on the side (busy times cost two
                            // host tasks per operation); one more run below measures them.
                            .measure_busy = false,
@@ -339,8 +345,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             plan = ops::plan_gemm(dev, sa, sb, mc, o);
         } catch (const UsageError& e) {
             if (!oc.schedule) throw;
-            say(fmt::format("explore {} {} {}x{}x{}: {}", oc.name, tile::to_string(*oc.schedule), oc.tile_m,
-                            oc.tile_n, oc.tile_k, e.what()));
+            say(fmt::format("explore {} {} {}x{}x{} group {}: {}", oc.name, tile::to_string(*oc.schedule),
+                            oc.tile_m, oc.tile_n, oc.tile_k, oc.group, e.what()));
             continue;
         }
         ops::GemmReport last;
@@ -362,6 +368,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"budget_bytes", oc.budget},
                          {"schedule", tile::to_string(plan.schedule)},
                          {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
+                         {"group", plan.group},
+                         {"model_s", plan.total_seconds},
                          {"timing", t.to_json()},
                          {"tflops", flops / t.median() * 1e-12},
                          {"of_in_core", ratio},
@@ -381,13 +389,14 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"error_ok", err <= oc.tolerance}};
         ooc.push_back(j);
         say(fmt::format(
-            "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{}, "
+            "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{} group {} "
+            "(model {}), "
             "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
             "{:.3f}/{:.3f}/{:.3f} s (in a run of {} that measured them), sample error {:.2e}",
             oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
             format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
-            plan.tile_k, format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
-            format_size(last.peak_device_bytes), format_size(oc.budget),
+            plan.tile_k, plan.group, format_seconds(plan.total_seconds), format_size(last.bytes_moved),
+            format_size(last.lower_bound_bytes), format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
             last.compute_busy_seconds, last.download_busy_seconds, format_seconds(busy_run_s), err));
         if (err > oc.tolerance)
@@ -607,8 +616,8 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default,
                   "Skip cuBLASXt at its (slow) default block size");
     gpu->add_option("--explore", f->explore,
-                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK "
-                    "(tf32@1/2:a-panel:32768x2048x4096)")
+                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP] "
+                    "(tf32@1/2:a-panel:32768x2048x4096:g4)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");

@@ -134,6 +134,9 @@ void print_plan(const tile::GemmPlan& plan, std::uint64_t budget) {
     fmt::print("plan: {} schedule, C tiles {}x{} ({} x {} tiles), k chunks of {} ({} per tile)\n",
                tile::to_string(plan.schedule), plan.tile_m, plan.tile_n, grid.tile_rows(), grid.tile_cols(),
                plan.tile_k, plan.k_chunks());
+    if (plan.group > 1) {
+        fmt::print("      the first {} tiles k outer, together, while the resident panel arrives\n", plan.group);
+    }
     fmt::print("      slots: A {} x {}, B {} x {}, C {} x {}; pipeline depth {}\n", plan.a_slots,
                format_size(plan.a_slot_bytes), plan.b_slots, format_size(plan.b_slot_bytes), plan.c_slots,
                format_size(plan.c_slot_bytes), plan.depth);
@@ -178,6 +181,7 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
         {"a_slots", p.a_slots},
         {"b_slots", p.b_slots},
         {"c_slots", p.c_slots},
+        {"group", p.group},
         {"plan_device_bytes", p.device_bytes},
         {"budget_bytes", r.budget_bytes},
         {"peak_device_bytes", r.peak_device_bytes},

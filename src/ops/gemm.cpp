@@ -271,7 +271,7 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
     if (fixed) {
         if (!options.schedule) throw UsageError(kComponent, "fixed tiles need a schedule too");
         return tile::plan_gemm_fixed(problem, limits, *options.schedule, options.tile_m, options.tile_n,
-                                     options.tile_k);
+                                     options.tile_k, options.group);
     }
     return options.schedule ? tile::plan_gemm(problem, limits, *options.schedule)
                             : tile::plan_gemm(problem, limits);
@@ -362,95 +362,134 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
     std::uint64_t b_next = 0;
-    for (std::uint64_t t = 0; t < grid.count(); ++t) {
-        // Row-major tiles for SquareC and APanelResident, column-major for
-        // BPanelResident: consecutive tiles share the resident panel.
+    // One C tile's part of the work: its place, its slot, and whether a next panel
+    // follows (panel schedules).
+    struct TileWork {
+        std::uint64_t t, inner, i0, j0, mi, nj, c_bytes;
+        tile::SlotId cs;
+        bool has_next_panel;
+    };
+    // Row-major tiles for SquareC and APanelResident, column-major for
+    // BPanelResident: consecutive tiles share the resident panel. Starts the panel
+    // at its first tile and brings the tile's input C up when β ≠ 0.
+    auto begin_tile = [&](std::uint64_t t) {
         const std::uint64_t outer = t / inner_count;
         const std::uint64_t inner = t % inner_count;
         const tile::TileRect rect = b_panel ? grid.tile(inner, outer) : grid.tile(outer, inner);
-        const std::uint64_t i0 = rect.row;
-        const std::uint64_t j0 = rect.col;
-        const std::uint64_t mi = rect.size.rows;
-        const std::uint64_t nj = rect.size.cols;
-        const tile::SlotId cs = c_ring[t % c_ring.size()];
-        const std::uint64_t c_bytes = mi * nj * wc;
-        const bool has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count;
+        TileWork tw{.t = t,
+                    .inner = inner,
+                    .i0 = rect.row,
+                    .j0 = rect.col,
+                    .mi = rect.size.rows,
+                    .nj = rect.size.cols,
+                    .c_bytes = rect.size.rows * rect.size.cols * wc,
+                    .cs = c_ring[t % c_ring.size()],
+                    .has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count};
         if ((a_panel || b_panel) && inner == 0) {
             const auto [o0, on] = panel_extent(outer);
             const auto [n0, nn] =
-                has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
+                tw.has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
             panel.start(o0, on, n0, nn);
         }
         // A C tile is an mi × nj column-major block of C.
-        const Copy2D c_shape{
-            .width_bytes = mi * wc, .rows = nj, .host_pitch_bytes = 0, .buffer_pitch_bytes = mi * wc};
+        const Copy2D c_shape{.width_bytes = tw.mi * wc,
+                             .rows = tw.nj,
+                             .host_pitch_bytes = 0,
+                             .buffer_pitch_bytes = tw.mi * wc};
         if (beta_nonzero && c_in_direct) {
             Copy2D shape = c_shape;
             shape.host_pitch_bytes = c_in_mem.ld_elements * wc;
-            p.upload_2d_from(cs, 0, c_in_mem.data + (i0 + j0 * c_in_mem.ld_elements) * wc, shape);
+            p.upload_2d_from(tw.cs, 0, c_in_mem.data + (tw.i0 + tw.j0 * c_in_mem.ld_elements) * wc, shape);
         } else if (beta_nonzero) {
             const io::MatrixSource* c_in = options.c_in;
-            p.upload(cs, 0, c_bytes, [c_in, i0, j0, mi, nj](std::span<std::byte> s) {
-                c_in->read(i0, j0, mi, nj, s.data(), mi);
+            p.upload(tw.cs, 0, tw.c_bytes, [c_in, tw](std::span<std::byte> s) {
+                c_in->read(tw.i0, tw.j0, tw.mi, tw.nj, s.data(), tw.mi);
             });
         }
-        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
-            const std::uint64_t k0 = kc * plan.tile_k;
-            const std::uint64_t kn = std::min(plan.tile_k, problem.k - k0);
-            const std::uint64_t a_bytes = mi * kn * w;
-            const std::uint64_t b_bytes = kn * nj * w;
-            tile::SlotId as{};
-            tile::SlotId bs{};
-            if (a_panel) {
-                as = panel.current(kc);
-            } else {
-                as = a_ring[a_next++ % a_ring.size()];
-                a_cut.upload(p, as, i0, k0, mi, kn);
-            }
-            if (b_panel) {
-                bs = panel.current(kc);
-            } else {
-                bs = b_ring[b_next++ % b_ring.size()];
-                b_cut.upload(p, bs, j0, k0, nj, kn);
-            }
-            // The next panel goes up behind this step's streamed chunk, never in
-            // front of it: an upload that must wait for a slot to be released would
-            // otherwise hold up the chunks the next steps need.
-            if (has_next_panel && inner > 0) panel.prefetch(inner + 1 == inner_count, kc);
-            if (has_next_panel && inner == 0 && inner_count == 1) panel.prefetch(true, kc);
-            GemmTileArgs args;
-            args.type = problem.type;
-            args.compute = problem.compute;
-            args.trans_a = problem.trans_a;
-            args.trans_b = problem.trans_b;
-            args.m = mi;
-            args.n = nj;
-            args.k = kn;
-            args.a = p.view(as).sub(0, a_bytes);
-            args.lda = a_cut.ld(mi, kn);
-            args.b = p.view(bs).sub(0, b_bytes);
-            args.ldb = b_cut.ld(nj, kn);
-            args.c = p.view(cs).sub(0, c_bytes);
-            args.ldc = mi;
-            args.alpha = options.alpha;
-            // β scales C once, on the first chunk; later chunks accumulate.
-            args.beta = kc == 0 ? options.beta : 1.0;
-            const bool overwrite = kc == 0 && !beta_nonzero;
-            p.compute(
-                {tile::reads(as), tile::reads(bs), overwrite ? tile::writes(cs) : tile::updates(cs)},
-                [&](Queue& q) { kernels.gemm(q, args); }, "gemm");
+        return tw;
+    };
+    // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
+    auto step = [&](const TileWork& tw, std::uint64_t kc) {
+        const std::uint64_t k0 = kc * plan.tile_k;
+        const std::uint64_t kn = std::min(plan.tile_k, problem.k - k0);
+        const std::uint64_t a_bytes = tw.mi * kn * w;
+        const std::uint64_t b_bytes = kn * tw.nj * w;
+        tile::SlotId as{};
+        tile::SlotId bs{};
+        if (a_panel) {
+            as = panel.current(kc);
+        } else {
+            as = a_ring[a_next++ % a_ring.size()];
+            a_cut.upload(p, as, tw.i0, k0, tw.mi, kn);
         }
+        if (b_panel) {
+            bs = panel.current(kc);
+        } else {
+            bs = b_ring[b_next++ % b_ring.size()];
+            b_cut.upload(p, bs, tw.j0, k0, tw.nj, kn);
+        }
+        // The next panel goes up behind this step's streamed chunk, never in
+        // front of it: an upload that must wait for a slot to be released would
+        // otherwise hold up the chunks the next steps need.
+        if (tw.has_next_panel && tw.inner > 0) panel.prefetch(tw.inner + 1 == inner_count, kc);
+        if (tw.has_next_panel && tw.inner == 0 && inner_count == 1) panel.prefetch(true, kc);
+        GemmTileArgs args;
+        args.type = problem.type;
+        args.compute = problem.compute;
+        args.trans_a = problem.trans_a;
+        args.trans_b = problem.trans_b;
+        args.m = tw.mi;
+        args.n = tw.nj;
+        args.k = kn;
+        args.a = p.view(as).sub(0, a_bytes);
+        args.lda = a_cut.ld(tw.mi, kn);
+        args.b = p.view(bs).sub(0, b_bytes);
+        args.ldb = b_cut.ld(tw.nj, kn);
+        args.c = p.view(tw.cs).sub(0, tw.c_bytes);
+        args.ldc = tw.mi;
+        args.alpha = options.alpha;
+        // β scales C once, on the first chunk; later chunks accumulate.
+        args.beta = kc == 0 ? options.beta : 1.0;
+        const bool overwrite = kc == 0 && !beta_nonzero;
+        p.compute(
+            {tile::reads(as), tile::reads(bs), overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs)},
+            [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm");
+    };
+    auto end_tile = [&](const TileWork& tw) {
         if (c_direct) {
-            Copy2D shape = c_shape;
-            shape.host_pitch_bytes = c_out.ld_elements * wc;
-            p.download_2d_to(cs, 0, c_out.data + (i0 + j0 * c_out.ld_elements) * wc, shape,
+            const Copy2D shape{.width_bytes = tw.mi * wc,
+                               .rows = tw.nj,
+                               .host_pitch_bytes = c_out.ld_elements * wc,
+                               .buffer_pitch_bytes = tw.mi * wc};
+            p.download_2d_to(tw.cs, 0, c_out.data + (tw.i0 + tw.j0 * c_out.ld_elements) * wc, shape,
                              [&progress] { progress.tile_done(); });
         } else {
-            p.download(cs, 0, c_bytes, [&c, &progress, i0, j0, mi, nj](std::span<const std::byte> s) {
-                c.write(i0, j0, mi, nj, s.data(), mi);
+            p.download(tw.cs, 0, tw.c_bytes, [&c, &progress, tw](std::span<const std::byte> s) {
+                c.write(tw.i0, tw.j0, tw.mi, tw.nj, s.data(), tw.mi);
                 progress.tile_done();
             });
         }
+    };
+    // A single panel's first plan.group tiles go k outer: each panel chunk, as it
+    // arrives, serves every tile of the group (GemmPlan::group).
+    const bool single_panel = (a_panel || b_panel) && outer_count == 1;
+    const std::uint64_t group =
+        single_panel ? std::min<std::uint64_t>(std::max(plan.group, 1U), grid.count()) : 1;
+    if (group > c_ring.size()) throw UsageError(kComponent, "the plan's group has more tiles than C slots");
+    std::uint64_t first = 0;
+    if (group > 1) {
+        std::vector<TileWork> tiles;
+        for (std::uint64_t t = 0; t < group; ++t) tiles.push_back(begin_tile(t));
+        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
+            for (const TileWork& tw : tiles) step(tw, kc);
+        }
+        for (const TileWork& tw : tiles) end_tile(tw);
+        first = group;
+    }
+    for (std::uint64_t t = first; t < grid.count(); ++t) {
+        const TileWork tw = begin_tile(t);
+        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step(tw, kc);
+        end_tile(tw);
     }
     const tile::PipelineStats stats = p.finish();
 

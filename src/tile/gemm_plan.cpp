@@ -223,13 +223,38 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
     const auto pre = static_cast<double>(c.prefetch_chunks);
     const auto switches = static_cast<double>(rows - 1);
     const auto n_row = static_cast<double>(per_row);
+    if (rows == 1) {  // one panel: its load overlaps the first `group` tiles (k outer)
+        const double g = std::min(static_cast<double>(std::max(c.group, 1U)), n_row);
+        return phase(g, panel) + phase(n_row - g, 0) + fixed;
+    }
     const double first = phase(1, panel);
-    if (rows == 1) return first + phase(n_row - 1, 0) + fixed;
     const double middle = phase(n_row - 2, pre * chunk);
     const double change = one_panel_slot ? phase(2, 0) + cx.link.up_seconds(panel)
                                          : phase(2, (static_cast<double>(ak.count) - pre) * chunk);
     return first + switches * (middle + change) + phase(n_row - 1, 0) + fixed;
 }
+
+// A single-panel candidate with its first `group` C tiles computed together:
+// group C slots (at least the plan's), priced by the model. False when the schedule
+// has more than one panel or fewer tiles, or the slots exceed the budget.
+bool with_group(const Context& cx, const Axis& am, const Axis& an, const Axis& ak, std::uint32_t group,
+                GemmPlan& c) {
+    const bool a_panel = c.schedule == GemmSchedule::APanelResident;
+    if (c.schedule == GemmSchedule::SquareC || (a_panel ? am.count : an.count) != 1) return false;
+    if ((a_panel ? an.count : am.count) < group || group < 2) return false;
+    const std::uint32_t extra = group > c.c_slots ? group - c.c_slots : 0;
+    const Count device = Count(c.device_bytes) + Count(extra) * c.c_slot_bytes;
+    if (!device.ok() || device.value() > cx.limits.budget_bytes) return false;
+    c.group = group;
+    c.c_slots += extra;
+    c.device_bytes = device.value();
+    c.total_seconds = cx.timed ? estimate_seconds(cx, c.schedule, am, an, ak, c) : 0.0;
+    return true;
+}
+
+// Groups tried for single-panel candidates (with rates known: only the model can
+// tell whether the slots are worth it).
+constexpr std::array<std::uint32_t, 7> kGroups{2, 3, 4, 6, 8, 12, 16};
 
 // Bytes and time of a candidate whose memory is filled in; false on overflow.
 bool fill_cost(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
@@ -343,8 +368,13 @@ SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedule
                     c.tile_m = am.tile;
                     c.tile_n = an.tile;
                     c.tile_k = ak.tile;
+                    c.group = 1;
                     if (!fill_cost(cx, s, am, an, ak, c)) continue;
                     r.feasible.push_back(c);
+                    for (const std::uint32_t g : kGroups) {
+                        GemmPlan grouped = c;
+                        if (cx.timed && with_group(cx, am, an, ak, g, grouped)) r.feasible.push_back(grouped);
+                    }
                 }
             }
         }
@@ -470,7 +500,8 @@ GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSch
 }
 
 GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule,
-                         std::uint64_t tile_m, std::uint64_t tile_n, std::uint64_t tile_k) {
+                         std::uint64_t tile_m, std::uint64_t tile_n, std::uint64_t tile_k,
+                         std::uint32_t group) {
     const Context cx = make_context(problem, limits);
     check_compulsory(problem);
     if (tile_m == 0 || tile_n == 0 || tile_k == 0) {
@@ -499,6 +530,11 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
     add_prefetch(cx, schedule, am, an, ak, plan);
     if (!fill_cost(cx, schedule, am, an, ak, plan)) {
         throw UsageError("tile", fmt::format("{}: bytes moved exceed 2^64", what));
+    }
+    if (group > 1 && !with_group(cx, am, an, ak, group, plan)) {
+        throw UsageError("tile", fmt::format("{}: a group of {} tiles needs a single panel of at least that "
+                                             "many tiles, and {} more C slots within the budget",
+                                             what, group, group > plan.c_slots ? group - plan.c_slots : 0));
     }
     plan.lower_bound_bytes = gemm_lower_bound_bytes(problem, limits.budget_bytes);
     return plan;

@@ -64,6 +64,8 @@ struct GemmOptions {
     std::optional<tile::GemmSchedule> schedule = std::nullopt;
     /// Force tiles (all three non-zero, with `schedule`): tile::plan_gemm_fixed.
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
+    /// With forced tiles of a single panel: GemmPlan::group (1: tile by tile).
+    std::uint32_t group = 1;
     /// Device rates for the planner's time model: FLOP/s of this type, host→device,
     /// device→host and both-at-once bytes/s. 0 = take them from tile::cached_rates
     /// when measure_rates, else unknown (the planner then minimises bytes moved).

@@ -68,6 +68,9 @@ struct Case {
     double operand_fraction = 0.25;
     std::uint32_t depth = 2;
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
+    /// Rates for the planner's time model (0: unknown, plans by bytes alone).
+    double flops = 0, link_bytes_per_second = 0;
+    std::uint32_t group = 1;  ///< with fixed tiles of a single panel
 };
 
 std::string describe(const Case& c) {
@@ -104,9 +107,13 @@ GemmOptions options_for(const Case& cs) {
     o.tile_m = cs.tile_m;
     o.tile_n = cs.tile_n;
     o.tile_k = cs.tile_k;
+    o.group = cs.group;
     // Plans from bytes alone: the same seed gives the same plans (measured rates are
     // covered by their own test).
     o.measure_rates = false;
+    o.compute_flops = cs.flops;
+    o.link_bytes_per_second = o.link_d2h_bytes_per_second = cs.link_bytes_per_second;
+    o.link_duplex_bytes_per_second = 2 * cs.link_bytes_per_second;
     return o;
 }
 
@@ -373,6 +380,44 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
     HostMatrix c = ops.c.host();
     EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, options_for(cs)), outcore::UsageError);
     expect_nothing_held(*device);
+}
+
+// A single resident panel (all of A, or all of B) with its first tiles grouped k
+// outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
+// plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
+TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const GemmSchedule s : {GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        for (int variant = 0; variant < 4; ++variant) {
+            const bool a_panel = s == GemmSchedule::APanelResident;
+            Case cs{.m = 300 + rng() % 40,
+                    .n = 280 + rng() % 40,
+                    .k = 250 + rng() % 40,
+                    .trans_a = (variant & 1) != 0,
+                    .trans_b = (variant & 2) != 0,
+                    .beta = variant == 3 ? 0.5 : 0.0,
+                    .schedule = s,
+                    .budget_bytes = 64 * outcore::kMiB,
+                    .tile_m = a_panel ? 400U : 48U,
+                    .tile_n = a_panel ? 48U : 400U,
+                    .tile_k = 64,
+                    .group = static_cast<std::uint32_t>(2 + variant)};
+            const GemmReport r = run_case(*device, cs, rng);
+            EXPECT_EQ(r.plan.group, cs.group) << outcore::tile::to_string(s) << " variant " << variant;
+            EXPECT_GE(r.plan.c_slots, r.plan.group);
+        }
+    }
+    const outcore::tile::GemmProblem p{.m = 300, .n = 300, .k = 200};
+    const outcore::tile::PlanLimits lim{.budget_bytes = 64 * outcore::kMiB};
+    EXPECT_THROW((void)outcore::tile::plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 300, 48, 64, 8),
+                 outcore::UsageError)
+        << "7 tiles, a group of 8";
+    EXPECT_THROW((void)outcore::tile::plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 150, 48, 64, 2),
+                 outcore::UsageError)
+        << "two panels";
+    EXPECT_NO_THROW(
+        (void)outcore::tile::plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 300, 48, 64, 7));
 }
 
 TEST(Gemm, MismatchedOperandsAreUsageErrors) {
