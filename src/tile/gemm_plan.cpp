@@ -210,24 +210,28 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
     const double c_mean = mm * mn * static_cast<double>(cx.wc);
     const double c_mean_up = cx.problem.beta_nonzero ? c_mean : 0.0;
     // A phase of `tiles` C tiles (tiles·k_chunks GEMM steps) overlaps its link and
-    // compute work chunk by chunk: the slower side plus one step of the faster one
-    // (a two-stage pipeline: n·max(a, b) + min(a, b)). Coarse chunks pay for it.
+    // compute work chunk by chunk: the slower side plus one piece of the faster one
+    // (a two-stage pipeline). Pieces are GEMM steps, except in a phase led by a whole
+    // panel: each of its k_chunks chunks feeds every tile of the phase (a group), so
+    // the wait for the first chunk, or the GEMMs after the last, is a k_chunks-th of
+    // the phase. Coarse chunks pay for it.
     const auto steps_per_tile = static_cast<double>(ak.count);
-    auto phase = [&](double tiles, double extra_up) {
+    auto phase = [&](double tiles, double extra_up, bool panel_led = false) {
         if (tiles <= 0 && extra_up <= 0) return 0.0;
         const double link = cx.link.seconds(tiles * (streamed + c_mean_up) + extra_up, tiles * c_mean);
         const double compute = tiles * tile_s;
         const double steps = std::max(1.0, tiles * steps_per_tile);
-        return std::max({link, compute, chain(tiles)}) + std::min(link, compute) / steps;
+        return std::max({link, compute, chain(tiles)}) +
+               std::min(link, compute) / (panel_led ? steps_per_tile : steps);
     };
     const auto pre = static_cast<double>(c.prefetch_chunks);
     const auto switches = static_cast<double>(rows - 1);
     const auto n_row = static_cast<double>(per_row);
     if (rows == 1) {  // one panel: its load overlaps the first `group` tiles (k outer)
         const double g = std::min(static_cast<double>(std::max(c.group, 1U)), n_row);
-        return phase(g, panel) + phase(n_row - g, 0) + fixed;
+        return phase(g, panel, true) + phase(n_row - g, 0) + fixed;
     }
-    const double first = phase(1, panel);
+    const double first = phase(1, panel, true);
     const double middle = phase(n_row - 2, pre * chunk);
     const double change = one_panel_slot ? phase(2, 0) + cx.link.up_seconds(panel)
                                          : phase(2, (static_cast<double>(ak.count) - pre) * chunk);
