@@ -241,6 +241,10 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
 // A single-panel candidate with its first `group` C tiles computed together:
 // group C slots (at least the plan's), priced by the model. False when the schedule
 // has more than one panel or fewer tiles, or the slots exceed the budget.
+// Only plan_gemm_fixed makes groups: the search does not, because on the H200
+// (docs/BENCHMARKS.md, fourth run) the grouped tf32 plans it preferred ran slower
+// than ungrouped ones — their narrow tiles and short k chunks lose more GEMM
+// efficiency than the hidden panel load gains, which the model does not know yet.
 bool with_group(const Context& cx, const Axis& am, const Axis& an, const Axis& ak, std::uint32_t group,
                 GemmPlan& c) {
     const bool a_panel = c.schedule == GemmSchedule::APanelResident;
@@ -255,10 +259,6 @@ bool with_group(const Context& cx, const Axis& am, const Axis& an, const Axis& a
     c.total_seconds = cx.timed ? estimate_seconds(cx, c.schedule, am, an, ak, c) : 0.0;
     return true;
 }
-
-// Groups tried for single-panel candidates (with rates known: only the model can
-// tell whether the slots are worth it).
-constexpr std::array<std::uint32_t, 7> kGroups{2, 3, 4, 6, 8, 12, 16};
 
 // Bytes and time of a candidate whose memory is filled in; false on overflow.
 bool fill_cost(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
@@ -375,10 +375,6 @@ SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedule
                     c.group = 1;
                     if (!fill_cost(cx, s, am, an, ak, c)) continue;
                     r.feasible.push_back(c);
-                    for (const std::uint32_t g : kGroups) {
-                        GemmPlan grouped = c;
-                        if (cx.timed && with_group(cx, am, an, ak, g, grouped)) r.feasible.push_back(grouped);
-                    }
                 }
             }
         }

@@ -88,7 +88,9 @@ struct GemmPlan {
     /// the panel's upload overlaps `group` tiles of compute instead of one. The
     /// panel's load is the run's lead-in (4 GiB of A at 55 GB/s is 78 ms, against
     /// 37 ms of tf32 compute for one 32768×5632 tile): a group that computes about
-    /// as long as the panel loads hides it. c_slots ≥ group. 1: tile by tile.
+    /// as long as the panel loads hides it. c_slots ≥ group. 1: tile by tile. Only
+    /// plan_gemm_fixed sets it: on the H200 the grouped tf32 plans the search had
+    /// preferred ran slower than ungrouped ones (docs/tiling.md, "Groups").
     std::uint32_t group = 1;
     std::uint64_t a_slot_bytes = 0;       ///< one A chunk, tile_m × tile_k (also for a panel ring)
     std::uint64_t b_slot_bytes = 0;       ///< one B chunk, tile_k × tile_n
