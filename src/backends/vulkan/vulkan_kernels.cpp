@@ -243,29 +243,36 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
       gemm_tile_(gemm_tile),
       gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush<float>),
                 gemm_specialization(device, gemm_tile)) {
+    // f32 is made now (it checks the blocking against the driver too); the rest on
+    // first use.
     const std::array<std::uint32_t, 4> spec = gemm_specialization(device, gemm_tile);
+    const VkDevice vk = device.context().device();
+    auto gemm = [vk, spec](std::span<const std::uint32_t> (*spirv)(), std::size_t push) {
+        return LazyPipeline::Make([vk, spec, spirv, push] {
+            return std::make_unique<ComputePipeline>(vk, spirv(), 3, static_cast<std::uint32_t>(push), spec);
+        });
+    };
     if (device.context().small_storage()) {
-        gemm_bf16_ =
-            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_bf16(), 3,
-                                              static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
-        gemm_f16_ =
-            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_f16(), 3,
-                                              static_cast<std::uint32_t>(sizeof(GemmPush<float>)), spec);
+        gemm_bf16_.set(gemm(spirv_gemm_bf16, sizeof(GemmPush<float>)));
+        gemm_f16_.set(gemm(spirv_gemm_f16, sizeof(GemmPush<float>)));
+        // With float64 the Sobel magnitude's sqrt is rounded as the CPU rounds it.
+        const bool exact = device.context().float64();
+        filter_.set([vk, exact] {
+            return std::make_unique<ComputePipeline>(vk, exact ? spirv_filter_exact_sqrt() : spirv_filter(),
+                                                     7, static_cast<std::uint32_t>(sizeof(FilterPush)));
+        });
     }
     // float64 slices take twice the shared memory: without room, no f64 GEMM.
     if (device.context().float64() && gemm_shared_bytes(gemm_tile, sizeof(double)) <=
                                           device.context().limits().maxComputeSharedMemorySize) {
-        gemm_f64_ =
-            std::make_unique<ComputePipeline>(device.context().device(), spirv_gemm_f64(), 3,
-                                              static_cast<std::uint32_t>(sizeof(GemmPush<double>)), spec);
+        gemm_f64_.set(gemm(spirv_gemm_f64, sizeof(GemmPush<double>)));
     }
-    if (device.context().small_storage()) {
-        // With float64 the Sobel magnitude's sqrt is rounded as the CPU rounds it.
-        filter_ = std::make_unique<ComputePipeline>(
-            device.context().device(),
-            device.context().float64() ? spirv_filter_exact_sqrt() : spirv_filter(), 7,
-            static_cast<std::uint32_t>(sizeof(FilterPush)));
-    }
+}
+
+ComputePipeline& LazyPipeline::get() {
+    if (!make_) throw UsageError("vulkan", "a pipeline this device cannot make");
+    std::call_once(once_, [this] { pipeline_ = make_(); });
+    return *pipeline_;
 }
 
 // FastTF32 runs exactly in f32 (as on the CPU backend): the shader has no reduced
@@ -274,9 +281,9 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
 bool VulkanKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
     switch (type) {
         case DType::F32: return true;
-        case DType::BF16: return compute == GemmCompute::Exact && gemm_bf16_ != nullptr;
-        case DType::F16: return compute == GemmCompute::Exact && gemm_f16_ != nullptr;
-        case DType::F64: return compute == GemmCompute::Exact && gemm_f64_ != nullptr;
+        case DType::BF16: return compute == GemmCompute::Exact && gemm_bf16_.available();
+        case DType::F16: return compute == GemmCompute::Exact && gemm_f16_.available();
+        case DType::F64: return compute == GemmCompute::Exact && gemm_f64_.available();
         default: return false;
     }
 }
@@ -316,7 +323,7 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     const auto gx = static_cast<std::uint32_t>(groups_m);
     const auto gy = static_cast<std::uint32_t>(groups_n);
     if (args.type == DType::F64) {
-        dispatch(q, device_, *gemm_f64_, {a.info, b.info, c.info}, bytes_of(push), gx, gy, nullptr);
+        dispatch(q, device_, gemm_f64_.get(), {a.info, b.info, c.info}, bytes_of(push), gx, gy, nullptr);
         return;
     }
     // f32, bf16 and f16 take float scalars: the same fields, alpha and beta narrowed.
@@ -324,15 +331,15 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     std::memcpy(&narrow, &push, offsetof(GemmPush<float>, alpha));
     narrow.alpha = static_cast<float>(args.alpha);
     narrow.beta = static_cast<float>(args.beta);
-    const ComputePipeline& pipeline = args.type == DType::BF16  ? *gemm_bf16_
-                                      : args.type == DType::F16 ? *gemm_f16_
+    const ComputePipeline& pipeline = args.type == DType::BF16  ? gemm_bf16_.get()
+                                      : args.type == DType::F16 ? gemm_f16_.get()
                                                                 : gemm_f32_;
     dispatch(q, device_, pipeline, {a.info, b.info, c.info}, bytes_of(narrow), gx, gy, nullptr);
 }
 
 void VulkanKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     VulkanQueue& q = vulkan_queue(queue, "filter");
-    if (!filter_) {
+    if (!filter_.available()) {
         throw UsageError("filter", fmt::format("{} lacks 8- and 16-bit storage buffers, which the filter "
                                                "shader needs",
                                                device_.info().name));
@@ -401,9 +408,9 @@ void VulkanKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
                           .out_off = bout.element,
                           .out_stride = u32(args.out_row_stride / out_elem, "filter", "the output stride"),
                           .w_off = w_off};
-    dispatch(q, device_, *filter_, {bin.info, bin.info, bin.info, bout.info, bout.info, bout.info, weights},
-             bytes_of(push), static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy),
-             std::move(inline_weights));
+    dispatch(q, device_, filter_.get(),
+             {bin.info, bin.info, bin.info, bout.info, bout.info, bout.info, weights}, bytes_of(push),
+             static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy), std::move(inline_weights));
 }
 
 void VulkanKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {

@@ -12,7 +12,9 @@
 
 #include <vulkan/vulkan.h>
 
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 
 #include "outcore/backends/vulkan.hpp"
@@ -52,6 +54,23 @@ private:
     VkPipeline pipeline_ = VK_NULL_HANDLE;
 };
 
+/// A pipeline made on first use (driver compiles take seconds on NVIDIA; a device
+/// that never runs bf16 need not wait for it). Empty when `make` is. Thread-safe.
+class LazyPipeline {
+public:
+    using Make = std::function<std::unique_ptr<ComputePipeline>()>;
+    /// How to make it; before the first get() only.
+    void set(Make make) { make_ = std::move(make); }
+    [[nodiscard]] bool available() const noexcept { return static_cast<bool>(make_); }
+    /// Makes it the first time (a failure is thrown and retried on the next call).
+    [[nodiscard]] ComputePipeline& get();
+
+private:
+    Make make_;
+    std::once_flag once_;
+    std::unique_ptr<ComputePipeline> pipeline_;
+};
+
 class VulkanKernels final : public Kernels {
 public:
     VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile);
@@ -65,10 +84,10 @@ private:
     VulkanDevice& device_;
     GemmTile gemm_tile_;
     ComputePipeline gemm_f32_;
-    std::unique_ptr<ComputePipeline> gemm_bf16_;  ///< null without 16-bit storage
-    std::unique_ptr<ComputePipeline> gemm_f16_;   ///< null without 16-bit storage
-    std::unique_ptr<ComputePipeline> gemm_f64_;   ///< null without shaderFloat64
-    std::unique_ptr<ComputePipeline> filter_;     ///< null without 8/16-bit storage
+    LazyPipeline gemm_bf16_;  ///< unavailable without 16-bit storage
+    LazyPipeline gemm_f16_;   ///< unavailable without 16-bit storage
+    LazyPipeline gemm_f64_;   ///< unavailable without shaderFloat64
+    LazyPipeline filter_;     ///< unavailable without 8/16-bit storage
 };
 
 }  // namespace outcore::vulkan
