@@ -292,9 +292,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         }
         std::uint64_t t[3] = {0, 0, 0};
         unsigned group = 1;
+        int used = 0, used_group = 0;
         if (part.size() < 3 || part.size() > 4 ||
-            std::sscanf(part[2].c_str(), "%lux%lux%lu", &t[0], &t[1], &t[2]) != 3 ||
-            (part.size() == 4 && (std::sscanf(part[3].c_str(), "g%u", &group) != 1 || group == 0))) {
+            std::sscanf(part[2].c_str(), "%lux%lux%lu%n", &t[0], &t[1], &t[2], &used) != 3 ||
+            static_cast<std::size_t>(used) != part[2].size() ||
+            (part.size() == 4 && (part[3].find('-') != std::string::npos ||
+                                  std::sscanf(part[3].c_str(), "g%u%n", &group, &used_group) != 1 ||
+                                  static_cast<std::size_t>(used_group) != part[3].size() || group == 0))) {
             throw UsageError("bench",
                              fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP]", e));
         }

@@ -56,12 +56,14 @@ std::string tflops(double flops, double seconds) {  // GFLOP/s under 1 TFLOP/s (
 vulkan::GemmTile parse_tile(const std::string& text) {
     vulkan::GemmTile t;
     unsigned w = 0, p = 0, d = 0;
-    char c = 0;
-    const int got = std::sscanf(text.c_str(), "%ux%ux%u%c", &w, &p, &d, &c);
-    if (got < 3 || (got == 4 && c != 'c') || w == 0 || p == 0 || d == 0) {
+    int used = 0;
+    const int got = std::sscanf(text.c_str(), "%ux%ux%u%n", &w, &p, &d, &used);
+    const std::string rest = got == 3 ? text.substr(static_cast<std::size_t>(used)) : "";
+    if (got != 3 || (!rest.empty() && rest != "c") || text.find('-') != std::string::npos || w == 0 ||
+        p == 0 || d == 0) {
         throw UsageError("bench", fmt::format("--tiles '{}': expected WORKGROUPxPER_THREADxDEPTH[c]", text));
     }
-    t.workgroup = w, t.per_thread = p, t.depth = d, t.contiguous = got == 4;
+    t.workgroup = w, t.per_thread = p, t.depth = d, t.contiguous = rest == "c";
     return t;
 }
 

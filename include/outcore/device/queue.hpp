@@ -6,8 +6,10 @@
 //   q->synchronize();                              // waits; rethrows a failure
 //
 // Work on one queue runs in submission order; work on different queues runs
-// concurrently unless ordered with events (Queue::record / Queue::wait). Host pointers
-// passed to upload/download must stay valid until the queue has passed that work.
+// concurrently unless ordered with events (Queue::record / Queue::wait). Host memory
+// passed to upload/download must stay valid, and must not be written (upload) or read
+// (download), until an event recorded after that work has completed or synchronize()
+// has returned: a backend may copy it when the work runs on the device.
 // A failure inside queued work is kept and rethrown by synchronize() or by an event's
 // wait(); later work on that queue is skipped. One thread at a time may submit to a
 // queue (queues are cheap: make one per thread).

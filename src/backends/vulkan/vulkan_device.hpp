@@ -43,7 +43,8 @@ public:
     [[nodiscard]] std::uint64_t block_count() const;
 
     /// Where host memory lies inside a coherent host-visible block of this memory (a
-    /// HostPinned Block, staging included): its buffer and the offset there. Copies
+    /// HostPinned Block, staging included, or HostCached where its type is coherent):
+    /// its buffer and the offset there. Copies
     /// from and to such memory need no staging. Empty for any other memory.
     struct HostBuffer {
         VkBuffer buffer = VK_NULL_HANDLE;

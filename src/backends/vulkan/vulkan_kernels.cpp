@@ -271,7 +271,8 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
 
 ComputePipeline& LazyPipeline::get() {
     if (!make_) throw UsageError("vulkan", "a pipeline this device cannot make");
-    std::call_once(once_, [this] { pipeline_ = make_(); });
+    std::lock_guard lock(mutex_);
+    if (!pipeline_) pipeline_ = make_();
     return *pipeline_;
 }
 

@@ -55,7 +55,8 @@ private:
 };
 
 /// A pipeline made on first use (driver compiles take seconds on NVIDIA; a device
-/// that never runs bf16 need not wait for it). Empty when `make` is. Thread-safe.
+/// that never runs bf16 need not wait for it). Empty when `make` is. Thread-safe: a
+/// mutex, not std::call_once, whose libstdc++ version hangs after a throw (GCC PR 66146).
 class LazyPipeline {
 public:
     using Make = std::function<std::unique_ptr<ComputePipeline>()>;
@@ -67,7 +68,7 @@ public:
 
 private:
     Make make_;
-    std::once_flag once_;
+    std::mutex mutex_;
     std::unique_ptr<ComputePipeline> pipeline_;
 };
 

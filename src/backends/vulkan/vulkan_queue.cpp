@@ -181,16 +181,30 @@ void VulkanQueue::recycle(Batch& batch) {
     batch = Batch{};
 }
 
+namespace {
+
+/// Whether the host side (in a host-visible buffer) and the device side of a copy
+/// share bytes of one buffer.
+bool overlaps(const NativeMemory::HostBuffer& host, VkBuffer buffer, std::uint64_t at,
+              std::uint64_t host_bytes, std::uint64_t buffer_bytes) {
+    return host.buffer == buffer && host.offset < at + buffer_bytes && at < host.offset + host_bytes;
+}
+
+}  // namespace
+
 void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) {
     if (bytes == 0) return;
     // Host memory inside this device's coherent host-visible blocks (HostPinned Blocks,
     // a StagingCache's) is copied by the device straight from or into its buffer.
     const void* host_side = host.src != nullptr ? host.src : host.dst;
     if (host_side != nullptr) {
-        if (const auto hb = device_->host_buffer(host_side, bytes)) {
-            const bool up = host.src != nullptr;
-            const VkBuffer buffer = up ? buffer_of(dst) : buffer_of(src);
-            const std::uint64_t at = up ? dst.native_offset() : src.native_offset();
+        const auto hb = device_->host_buffer(host_side, bytes);
+        const bool up = host.src != nullptr;
+        const VkBuffer buffer = up ? buffer_of(dst) : buffer_of(src);
+        const std::uint64_t at = up ? dst.native_offset() : src.native_offset();
+        // A copy within one buffer must not overlap itself (Vulkan leaves that
+        // undefined): such a copy takes the staging path below.
+        if (hb && !overlaps(*hb, buffer, at, bytes, bytes)) {
             enqueue_batched([this, hb = *hb, buffer, at, bytes, up] {
                 const VkBufferCopy r{
                     .srcOffset = up ? hb.offset : at, .dstOffset = up ? at : hb.offset, .size = bytes};
@@ -250,7 +264,11 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
     const auto* host_first = static_cast<const std::byte*>(up ? host.src : host.dst);
     const std::uint64_t host_span =
         shape.rows == 0 ? 0 : (shape.rows - 1) * shape.host_pitch_bytes + shape.width_bytes;
-    if (const auto hb = device_->host_buffer(host_first, host_span)) {  // no staging (see do_copy)
+    const auto hb = device_->host_buffer(host_first, host_span);
+    const std::uint64_t buffer_span =
+        shape.rows == 0 ? 0 : (shape.rows - 1) * shape.buffer_pitch_bytes + shape.width_bytes;
+    if (hb &&
+        !overlaps(*hb, buffer_of(buffer), buffer.native_offset(), host_span, buffer_span)) {  // see do_copy
         enqueue_batched([this, hb = *hb, buffer, shape, up, regions] {
             const std::vector<VkBufferCopy> r = regions(hb.offset, shape.host_pitch_bytes, up);
             const VkBuffer device_buffer = buffer_of(buffer);

@@ -9,9 +9,12 @@
 // queue. Events are host signals (detail::WorkerEvent): fences, not semaphores, order
 // queues, at the cost of a host round trip per cross-queue wait (docs/backends.md).
 //
-// Copies between pageable host memory and buffers go through the device's staging
-// memory (host-visible, coherent): uploads are copied into it on the worker when it
-// reaches them, downloads out of it once their batch has finished.
+// Copies from and to this device's own coherent host-visible memory (HostPinned
+// Blocks) are DMA between that block's buffer and the device buffer: the GPU reads or
+// writes the host bytes when the batch runs. Copies with other (pageable) host memory
+// go through the device's staging memory (host-visible, coherent): uploads are copied
+// into it on the worker when it reaches them, downloads out of it once their batch
+// has finished.
 #pragma once
 
 #include <vulkan/vulkan.h>

@@ -418,6 +418,16 @@ TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
         << "two panels";
     EXPECT_NO_THROW(
         (void)outcore::tile::plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 300, 48, 64, 7));
+    // A group is for forced tiles only.
+    Case planned{.m = 40, .n = 40, .k = 40};
+    Operands ops(planned, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(planned);
+    o.budget_bytes = 64 * outcore::kMiB;
+    o.group = 2;
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
 }
 
 TEST(Gemm, MismatchedOperandsAreUsageErrors) {

@@ -252,6 +252,40 @@ TEST_F(VulkanTest, KernelParametersSwitchToABufferPastThePushConstantLimit) {
     EXPECT_EQ(back, bytes);
 }
 
+// Copies with this device's HostPinned memory are DMA straight from its buffer; one
+// whose host side overlaps its device side in the same buffer (undefined for
+// vkCmdCopyBuffer) goes through staging and moves the bytes as memmove would.
+TEST_F(VulkanTest, PinnedCopiesGoDirectAndOverlapsThroughStaging) {
+    auto q = dev().create_queue();
+    Block pinned = dev().allocate({.bytes = 4096, .kind = outcore::MemoryKind::HostPinned});
+    Block device = dev().allocate({.bytes = 4096});
+    std::vector<std::byte> want(4096);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        want[i] = static_cast<std::byte>(i * 13 + 5);
+        pinned.host()[i] = want[i];
+    }
+    q->upload(pinned.host(), device);
+    std::vector<std::byte> back(4096);
+    q->download(device, back.data());
+    q->synchronize();
+    EXPECT_EQ(back, want);
+    // Up 16 bytes within the same block: host [0, 2048) onto [16, 2064).
+    q->upload(pinned.host(), BufferView(pinned, 16, 2048));
+    q->synchronize();
+    for (std::size_t i = 0; i < 2048; ++i) ASSERT_EQ(pinned.host()[16 + i], want[i]) << i;
+    // Down into pinned memory from the device block, 2-D, straight into its buffer.
+    std::memset(pinned.host(), 0, 4096);
+    q->download_2d(
+        device, pinned.host(),
+        outcore::Copy2D{.width_bytes = 64, .rows = 8, .host_pitch_bytes = 256, .buffer_pitch_bytes = 64});
+    q->synchronize();
+    for (std::size_t r = 0; r < 8; ++r) {
+        for (std::size_t c = 0; c < 64; ++c)
+            ASSERT_EQ(pinned.host()[r * 256 + c], want[r * 64 + c]) << r << "," << c;
+        ASSERT_EQ(pinned.host()[r * 256 + 64], std::byte{0}) << "the gap between rows is not written";
+    }
+}
+
 // Many small commands from several queues, ordered by events: batching into command
 // buffers must keep each queue's order.
 TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {

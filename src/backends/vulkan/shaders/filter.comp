@@ -59,7 +59,9 @@ float wt(uint t) { return w[p.w_off + t]; }
 // Built as the "filter_exact_sqrt" module, used where the device has shaderFloat64.
 float sqrt_rn(float m) {
     float s = sqrt(m);
-    if (!(m > 0.0) || isinf(m)) return s;  // 0, NaN, negative, inf: as the driver gives them
+    // 0, NaN, negative, inf: as the driver gives them; so is a subnormal m that the
+    // driver flushed to a 0 root (stepping down from 0 would make a NaN).
+    if (!(m > 0.0) || !(s > 0.0) || isinf(m)) return s;
     for (int i = 0; i < 4; ++i) {
         const float below = uintBitsToFloat(floatBitsToUint(s) - 1u);
         const float above = uintBitsToFloat(floatBitsToUint(s) + 1u);
