@@ -189,36 +189,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         double f32 = 0, tf32 = 0, bf16 = 0;  // median seconds
     } in_core;
     {
-        auto q = dev.create_queue(QueueRole::Compute);
         auto run_in_core = [&](DType type, GemmCompute compute, const PinnedArray& ha,
                                const PinnedArray& hb) {
-            const std::uint64_t w = dtype_bytes(type);
-            Block da = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-            Block db = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-            Block dc = dev.allocate({.bytes = nn * 4, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-            q->upload(ha.data(), BufferView(da));
-            q->upload(hb.data(), BufferView(db));
-            q->synchronize();
-            GemmTileArgs args{.type = type,
-                              .compute = compute,
-                              .trans_a = false,
-                              .trans_b = false,
-                              .m = n,
-                              .n = n,
-                              .k = n,
-                              .a = BufferView(da),
-                              .lda = n,
-                              .b = BufferView(db),
-                              .ldb = n,
-                              .c = BufferView(dc),
-                              .ldc = n,
-                              .alpha = 1.0,
-                              .beta = 0.0};
-            const Timing t = time_reps(warmup, reps, [&] {
-                dev.kernels().gemm(*q, args);
-                q->synchronize();
-            });
-            return t;
+            return in_core_gemm(dev, type, compute, ha.data(), hb.data(), nullptr, n, warmup, reps);
         };
         const Timing f32 = run_in_core(DType::F32, GemmCompute::Exact, a, b);
         const Timing tf32 = run_in_core(DType::F32, GemmCompute::FastTF32, a, b);

@@ -17,6 +17,7 @@
 #include "outcore/device/block.hpp"
 #include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
+#include "outcore/device/kernels.hpp"
 
 namespace outcore::cli::gpu_bench {
 
@@ -53,6 +54,12 @@ struct TracedTiming {
     std::uint64_t file_bytes = 0;  ///< its size
 };
 [[nodiscard]] TracedTiming time_reps_traced(int warmup, int reps, const std::function<void()>& body);
+
+/// An in-core n × n × n GEMM on `dev` (column-major, no transposes): A and B (host,
+/// `type`) go up once, then each repetition is the kernel alone, synchronized. C
+/// (gemm_c_dtype(type)) comes back into `c` afterwards unless it is null.
+[[nodiscard]] Timing in_core_gemm(Device& dev, DType type, GemmCompute compute, const void* a, const void* b,
+                                  void* c, std::uint64_t n, int warmup, int reps);
 
 /// Uniform values in [−1, 1) from `seed`, written by all cores.
 void fill_random(float* data, std::uint64_t count, std::uint64_t seed);

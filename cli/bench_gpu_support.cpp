@@ -16,6 +16,7 @@
 #include "bench_gpu.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
+#include "outcore/device/queue.hpp"
 #include "outcore/io/npy.hpp"
 #include "outcore/monitor/trace.hpp"
 
@@ -103,6 +104,42 @@ Timing time_reps(int warmup, int reps, const std::function<void()>& body) {
         const auto start = Clock::now();
         body();
         t.seconds.push_back(std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    return t;
+}
+
+Timing in_core_gemm(Device& dev, DType type, GemmCompute compute, const void* a, const void* b, void* c,
+                    std::uint64_t n, int warmup, int reps) {
+    const std::uint64_t nn = n * n;
+    const std::uint64_t w = dtype_bytes(type);
+    const std::uint64_t wc = dtype_bytes(gemm_c_dtype(type));
+    Block da = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    Block db = dev.allocate({.bytes = nn * w, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    Block dc = dev.allocate({.bytes = nn * wc, .kind = MemoryKind::Device, .tag = "bench.in_core"});
+    auto q = dev.create_queue(QueueRole::Compute);
+    q->upload(a, BufferView(da));
+    q->upload(b, BufferView(db));
+    q->synchronize();
+    const GemmTileArgs args{.type = type,
+                            .compute = compute,
+                            .m = n,
+                            .n = n,
+                            .k = n,
+                            .a = BufferView(da),
+                            .lda = n,
+                            .b = BufferView(db),
+                            .ldb = n,
+                            .c = BufferView(dc),
+                            .ldc = n,
+                            .alpha = 1.0,
+                            .beta = 0.0};
+    const Timing t = time_reps(warmup, reps, [&] {
+        dev.kernels().gemm(*q, args);
+        q->synchronize();
+    });
+    if (c != nullptr) {
+        q->download(BufferView(dc), c);
+        q->synchronize();
     }
     return t;
 }

@@ -81,38 +81,6 @@ std::uint32_t vulkan_index(const GlobalOptions& globals) {
     return static_cast<std::uint32_t>(parse_count("--backend", selector.substr(7)));
 }
 
-/// Median seconds of an in-core n³ GEMM on `dev` with A and B resident.
-Timing in_core_gemm(Device& dev, const float* a, const float* b, float* c, std::uint64_t n, int warmup,
-                    int reps) {
-    const std::uint64_t bytes = n * n * 4;
-    Block da = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-    Block db = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-    Block dc = dev.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.in_core"});
-    auto q = dev.create_queue(QueueRole::Compute);
-    q->upload(a, BufferView(da));
-    q->upload(b, BufferView(db));
-    q->synchronize();
-    const GemmTileArgs args{.type = DType::F32,
-                            .m = n,
-                            .n = n,
-                            .k = n,
-                            .a = BufferView(da),
-                            .lda = n,
-                            .b = BufferView(db),
-                            .ldb = n,
-                            .c = BufferView(dc),
-                            .ldc = n,
-                            .alpha = 1.0,
-                            .beta = 0.0};
-    const Timing t = time_reps(warmup, reps, [&] {
-        dev.kernels().gemm(*q, args);
-        q->synchronize();
-    });
-    q->download(BufferView(dc), c);
-    q->synchronize();
-    return t;
-}
-
 struct Row {
     std::string what, outcore, baseline;
     double ratio = 0;
@@ -170,7 +138,9 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         device_name = dev->info().name;
         // One run first (the warm-up): a blocking 3x slower than the best so far is not
         // timed further, so a poor one costs little device time.
-        const double probe_s = in_core_gemm(*dev, a.data(), b.data(), c.data(), n, 0, 1).median();
+        const double probe_s =
+            in_core_gemm(*dev, DType::F32, GemmCompute::Exact, a.data(), b.data(), c.data(), n, 0, 1)
+                .median();
         if (best != tiles.size() && probe_s > 3 * best_s) {
             in_core.push_back({{"blocking", name}, {"probe_s", probe_s}, {"skipped", "over 3x the best"}});
             say(fmt::format(
@@ -178,7 +148,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                 format_seconds(probe_s)));
             continue;
         }
-        const Timing tm = in_core_gemm(*dev, a.data(), b.data(), c.data(), n, std::max(0, warmup - 1), reps);
+        const Timing tm = in_core_gemm(*dev, DType::F32, GemmCompute::Exact, a.data(), b.data(), c.data(), n,
+                                       std::max(0, warmup - 1), reps);
         const double err = error_of(c.data(), 5 + i);
         wrong = wrong || err > kTolerance;
         in_core.push_back({{"blocking", name}, {"timing", tm.to_json()}, {"max_sample_error", err}});
@@ -209,7 +180,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             say(fmt::format("cuBLAS baseline skipped: {}", e.what()));
         }
         if (cuda) {
-            const Timing tm = in_core_gemm(*cuda, a.data(), b.data(), c.data(), n, warmup, reps);
+            const Timing tm = in_core_gemm(*cuda, DType::F32, GemmCompute::Exact, a.data(), b.data(),
+                                           c.data(), n, warmup, reps);
             record["cublas_sgemm"] = {{"device", cuda->info().name}, {"timing", tm.to_json()}};
             say(fmt::format("in-core cuBLAS SGEMM on {}: {} ({})", cuda->info().name,
                             tflops(flops, tm.median()), format_seconds(tm.median())));

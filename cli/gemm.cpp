@@ -135,7 +135,8 @@ void print_plan(const tile::GemmPlan& plan, std::uint64_t budget) {
                tile::to_string(plan.schedule), plan.tile_m, plan.tile_n, grid.tile_rows(), grid.tile_cols(),
                plan.tile_k, plan.k_chunks());
     if (plan.group > 1) {
-        fmt::print("      the first {} tiles k outer, together, while the resident panel arrives\n", plan.group);
+        fmt::print("      the first {} tiles k outer, together, while the resident panel arrives\n",
+                   plan.group);
     }
     fmt::print("      slots: A {} x {}, B {} x {}, C {} x {}; pipeline depth {}\n", plan.a_slots,
                format_size(plan.a_slot_bytes), plan.b_slots, format_size(plan.b_slot_bytes), plan.c_slots,
