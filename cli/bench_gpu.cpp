@@ -347,6 +347,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
                          {"group", plan.group},
                          {"model_s", plan.total_seconds},
+                         {"shape_tflops", plan.shape_flops * 1e-12},
                          {"timing", t.to_json()},
                          {"tflops", flops / t.median() * 1e-12},
                          {"of_in_core", ratio},
@@ -367,13 +368,14 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ooc.push_back(j);
         say(fmt::format(
             "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{} group {} "
-            "(model {}), "
+            "(model {}, shape {:.0f} TFLOP/s), "
             "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
             "{:.3f}/{:.3f}/{:.3f} s (in a run of {} that measured them), sample error {:.2e}",
             oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
             format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
-            plan.tile_k, plan.group, format_seconds(plan.total_seconds), format_size(last.bytes_moved),
-            format_size(last.lower_bound_bytes), format_size(last.peak_device_bytes), format_size(oc.budget),
+            plan.tile_k, plan.group, format_seconds(plan.total_seconds), plan.shape_flops * 1e-12,
+            format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
+            format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
             last.compute_busy_seconds, last.download_busy_seconds, format_seconds(busy_run_s), err));
         if (err > oc.tolerance)

@@ -146,6 +146,13 @@ void print_plan(const tile::GemmPlan& plan, std::uint64_t budget) {
                format_percent(static_cast<double>(plan.device_bytes) / static_cast<double>(budget)));
     fmt::print("      will move {} (lower bound {}: {})\n", format_size(plan.bytes_moved),
                format_size(plan.lower_bound_bytes), format_ratio(plan.bytes_moved, plan.lower_bound_bytes));
+    if (plan.total_seconds > 0) {
+        fmt::print("      model: {} ({}), compute {}, transfers {}\n", format_seconds(plan.total_seconds),
+                   plan.shape_flops > 0
+                       ? fmt::format("its tile shape measured at {:.1f} TFLOP/s", plan.shape_flops * 1e-12)
+                       : std::string("the device's single GEMM rate"),
+                   format_seconds(plan.compute_seconds), format_seconds(plan.transfer_seconds));
+    }
 }
 
 void print_report(const ops::GemmReport& r) {
@@ -183,6 +190,8 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
         {"b_slots", p.b_slots},
         {"c_slots", p.c_slots},
         {"group", p.group},
+        {"model_s", p.total_seconds},
+        {"shape_tflops", p.shape_flops * 1e-12},
         {"plan_device_bytes", p.device_bytes},
         {"budget_bytes", r.budget_bytes},
         {"peak_device_bytes", r.peak_device_bytes},

@@ -254,6 +254,22 @@ tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options) {
         if (limits.link_duplex_bytes_per_second == 0) {
             limits.link_duplex_bytes_per_second = measured.link_duplex_bytes_per_second;
         }
+        // A measured single rate is refined per tile shape (tile/limits.hpp); a rate the
+        // caller gave is taken as it is.
+        if (options.compute_flops == 0 && limits.compute_flops > 0) {
+            const tile::GemmShape base{.type = options.type,
+                                       .compute = options.compute,
+                                       .trans_a = options.trans_a,
+                                       .trans_b = options.trans_b};
+            limits.gemm_shape_flops = [&device, base, expected = limits.compute_flops](
+                                          std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+                tile::GemmShape s = base;
+                s.m = m;
+                s.n = n;
+                s.k = k;
+                return tile::cached_gemm_shape_flops(device, s, expected);
+            };
+        }
     }
     return limits;
 }

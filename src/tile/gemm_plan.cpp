@@ -330,6 +330,62 @@ std::optional<GemmPlan> choose(const std::vector<GemmPlan>& feasible, bool timed
     return *best;
 }
 
+// Candidates the single rate ranks within this factor of the fastest have their tile
+// shapes measured: the per-shape rates seen on the H200 differ from the single rate
+// by up to ~25%, so a plan ranked further back is not expected to come out ahead.
+constexpr double kShapeWindow = 1.4;
+
+// Recosts a candidate with `flops` as its compute rate (bytes and memory unchanged).
+void recost(const Context& cx, double flops, GemmPlan& c) {
+    PlanLimits limits = cx.limits;
+    limits.compute_flops = flops;
+    const Context shaped{cx.problem, limits, cx.w, cx.wc, cx.link, cx.timed};
+    const Axis am = detail::make_axis(cx.problem.m, c.tile_m, cx.problem.tail);
+    const Axis an = detail::make_axis(cx.problem.n, c.tile_n, cx.problem.tail);
+    const Axis ak = detail::make_axis(cx.problem.k, c.tile_k, TailPolicy::Shrink);
+    (void)fill_cost(shaped, c.schedule, am, an, ak, c);  // the byte counts fitted the first time
+    c.shape_flops = flops;
+}
+
+// With PlanLimits::gemm_shape_flops: keeps the candidates of at most kMaxShapeProbes
+// tile shapes — the single rate's choice, then the shapes it ranks fastest within
+// kShapeWindow — recosted with their shapes' measured rates (a shape it cannot
+// measure keeps the single rate). The choice is then made among those.
+void rank_by_shape(const Context& cx, std::vector<GemmPlan>& feasible) {
+    if (!cx.timed || !cx.limits.gemm_shape_flops || feasible.empty()) return;
+    // Stable: choose() keeps the first of equal plans (a-panel before its mirror image).
+    std::stable_sort(feasible.begin(), feasible.end(),
+                     [](const GemmPlan& a, const GemmPlan& b) { return a.total_seconds < b.total_seconds; });
+    const double cutoff = feasible.front().total_seconds * kShapeWindow;
+    struct Shape {
+        std::uint64_t m, n, k;
+        double flops;
+    };
+    std::vector<Shape> shapes;
+    auto probe = [&](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+        const double f = cx.limits.gemm_shape_flops(m, n, k);
+        shapes.push_back({m, n, k, std::isfinite(f) && f > 0 ? f : 0.0});
+    };
+    // First the single rate's choice, so that with every shape unknown the choice stays.
+    const GemmPlan first = *choose(feasible, true);
+    probe(first.tile_m, first.tile_n, first.tile_k);
+    std::vector<GemmPlan> kept;
+    for (GemmPlan& c : feasible) {
+        if (c.total_seconds > cutoff) break;
+        auto it = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& s) {
+            return s.m == c.tile_m && s.n == c.tile_n && s.k == c.tile_k;
+        });
+        if (it == shapes.end()) {
+            if (shapes.size() == kMaxShapeProbes) continue;
+            probe(c.tile_m, c.tile_n, c.tile_k);
+            it = shapes.end() - 1;
+        }
+        if (it->flops > 0) recost(cx, it->flops, c);
+        kept.push_back(c);
+    }
+    feasible = std::move(kept);
+}
+
 struct SearchResult {
     std::vector<GemmPlan> feasible;  // costed candidates within the budget
     std::uint64_t minimum_device_bytes = std::numeric_limits<std::uint64_t>::max();
@@ -406,6 +462,7 @@ Context make_context(const GemmProblem& problem, const PlanLimits& limits) {
 GemmPlan best_plan(const Context& cx, const std::vector<GemmSchedule>& schedules) {
     SearchResult r = search(cx, schedules, Sizes::Efficient);
     if (r.feasible.empty()) r = search(cx, schedules, Sizes::All);
+    rank_by_shape(cx, r.feasible);
     const std::optional<GemmPlan> best = choose(r.feasible, cx.timed);
     if (!best) throw_no_fit(cx, r.minimum_device_bytes);
     GemmPlan plan = *best;
@@ -535,6 +592,10 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
         throw UsageError("tile", fmt::format("{}: a group of {} tiles needs a single panel of at least that "
                                              "many tiles, and {} more C slots within the budget",
                                              what, group, group > plan.c_slots ? group - plan.c_slots : 0));
+    }
+    if (cx.timed && limits.gemm_shape_flops) {
+        const double f = limits.gemm_shape_flops(am.tile, an.tile, ak.tile);
+        if (std::isfinite(f) && f > 0) recost(cx, f, plan);
     }
     plan.lower_bound_bytes = gemm_lower_bound_bytes(problem, limits.budget_bytes);
     return plan;

@@ -78,6 +78,38 @@ double measure_gemm(Device& device, Queue& q, DType type, GemmCompute compute) {
     return rate;
 }
 
+double measure_shape(Device& device, Queue& q, const GemmShape& s) {
+    if (!device.kernels().supports_gemm(s.type, s.compute)) return 0.0;
+    const std::uint64_t w = dtype_bytes(s.type);
+    const std::uint64_t wc = dtype_bytes(gemm_c_dtype(s.type));
+    Block a = device.allocate({.bytes = s.m * s.k * w, .kind = MemoryKind::Device, .tag = "rates.a"});
+    Block b = device.allocate({.bytes = s.k * s.n * w, .kind = MemoryKind::Device, .tag = "rates.b"});
+    Block c = device.allocate({.bytes = s.m * s.n * wc, .kind = MemoryKind::Device, .tag = "rates.c"});
+    q.fill(BufferView(a), std::byte{0});
+    q.fill(BufferView(b), std::byte{0});
+    q.fill(BufferView(c), std::byte{0});
+    const GemmTileArgs args{.type = s.type,
+                            .compute = s.compute,
+                            .trans_a = s.trans_a,
+                            .trans_b = s.trans_b,
+                            .m = s.m,
+                            .n = s.n,
+                            .k = s.k,
+                            .a = BufferView(a),
+                            .lda = s.trans_a ? s.k : s.m,
+                            .b = BufferView(b),
+                            .ldb = s.trans_b ? s.n : s.k,
+                            .c = BufferView(c),
+                            .ldc = s.m,
+                            .beta = 1.0};
+    const double t = best_time([&] {
+        device.kernels().gemm(q, args);
+        q.synchronize();
+    });
+    return t > 0 ? 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / t
+                 : 0.0;
+}
+
 struct LinkRates {
     double up = 0, down = 0, duplex = 0;
 };
@@ -152,6 +184,11 @@ public:
     double gemm(DType type, GemmCompute compute) {
         double rate = 0;
         guarded("gemm", [&] { rate = measure_gemm(device_, *compute_, type, compute); });
+        return rate;
+    }
+    double shape(const GemmShape& s) {
+        double rate = 0;
+        guarded("gemm shape", [&] { rate = measure_shape(device_, *compute_, s); });
         return rate;
     }
     LinkRates link() {
@@ -251,6 +288,30 @@ const DeviceRates& cached_rates(Device& device, DType type, GemmCompute compute)
                   entry->rates.download_bytes_per_second, entry->rates.duplex_bytes_per_second);
     }
     return entry->rates;
+}
+
+double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double expected_flops,
+                               double max_call_seconds) {
+    if (shape.m == 0 || shape.n == 0 || shape.k == 0 || !(expected_flops > 0)) return 0.0;
+    const double flops =
+        2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k);
+    if (flops / expected_flops > max_call_seconds) return 0.0;
+    using Key = std::tuple<std::string, std::uint32_t, std::string, DType, GemmCompute, bool, bool,
+                           std::uint64_t, std::uint64_t, std::uint64_t>;
+    static std::mutex mutex;
+    static std::map<Key, double> cache;
+    const DeviceInfo& info = device.info();
+    const Key key{info.backend,  info.index,    info.name, shape.type, shape.compute,
+                  shape.trans_a, shape.trans_b, shape.m,   shape.n,    shape.k};
+    std::lock_guard lock(mutex);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+    Prober probe(device);
+    const double rate = probe.shape(shape);
+    log::info("rates", "{}: {}{} GEMM {}x{}x{}: {:.3g} FLOP/s ({:.2f} of the single rate)", info.id(),
+              to_string(shape.type), shape.compute == GemmCompute::FastTF32 ? " (tf32)" : "", shape.m,
+              shape.n, shape.k, rate, rate / expected_flops);
+    cache.emplace(key, rate);
+    return rate;
 }
 
 void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, PlanLimits& limits) noexcept {

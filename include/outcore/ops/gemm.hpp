@@ -125,7 +125,9 @@ GemmReport gemm(Device& device, const io::MatrixSource& a, const io::MatrixSourc
                 const GemmOptions& options);
 
 /// The PlanLimits gemm uses for this device, budget and options (budget 0 resolved to
-/// the device's recommended working set; rates measured once if options ask for it).
+/// the device's recommended working set; rates measured once if options ask for it,
+/// and then gemm_shape_flops set to measure tile shapes on `device`, which must
+/// outlive the limits).
 [[nodiscard]] tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options);
 
 /// The GemmProblem for these operands and options; UsageError when shapes or types

@@ -20,6 +20,7 @@
 // mean 2/(1/r + 1/c) ≥ w·F/B; GemmPlan::reuse_side() is that mean (docs/tiling.md).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -111,6 +112,9 @@ struct GemmPlan {
     /// (docs/tiling.md, "time model"). Always total ≥ max(compute, transfer).
     double compute_seconds = 0, call_overhead_seconds = 0, transfer_seconds = 0;
     double fill_seconds = 0, drain_seconds = 0, total_seconds = 0;
+    /// The measured rate of this plan's tile shape the estimates used
+    /// (PlanLimits::gemm_shape_flops), or 0: they used PlanLimits::compute_flops.
+    double shape_flops = 0;
 
     /// The grid of C tiles (m × n by tile_m × tile_n, with the plan's tail policy).
     [[nodiscard]] TileGrid c_grid() const;
@@ -121,6 +125,9 @@ struct GemmPlan {
     /// BPanelResident. Transfers hide when reuse_side() ≥ w·F/B.
     [[nodiscard]] double reuse_side() const noexcept;
 };
+
+/// The most tile shapes one plan_gemm call asks PlanLimits::gemm_shape_flops for.
+inline constexpr std::size_t kMaxShapeProbes = 6;
 
 /// Input element bytes of a GEMM type (UsageError for types GEMM does not take).
 [[nodiscard]] std::uint32_t gemm_input_bytes(DType type);
@@ -133,7 +140,8 @@ struct GemmPlan {
 /// dimension (or the whole dimension) are preferred whenever any fit.
 /// Throws UsageError for an empty or unsupported problem, bad limits, a problem whose
 /// operands overflow 64-bit byte counts, and a budget below gemm_minimum_budget()
-/// (the message states the minimum). Pure and thread-safe.
+/// (the message states the minimum). Pure and thread-safe, except that it calls
+/// limits.gemm_shape_flops when set (for at most kMaxShapeProbes tile shapes).
 [[nodiscard]] GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits);
 
 /// As plan_gemm, restricted to one schedule (benchmarks, tests, expert overrides).

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace outcore::tile {
 
@@ -28,6 +29,13 @@ struct PlanLimits {
     /// Fixed cost of one kernel call (launch, ramp-up), seconds; with the rates known,
     /// it makes plans prefer fewer, larger GEMM calls.
     double kernel_call_seconds = 10e-6;
+    /// GEMM only: the measured FLOP/s of one GEMM call of tile shape m × n × k as the
+    /// executor makes it (0: unknown). One rate per type misjudges tiles: on the H200 a
+    /// 16384 × 768 × 11008 tf32 tile ran 20–25% below the square 4096³ probe. When set
+    /// (ops::plan_gemm sets it from tile::cached_gemm_shape_flops), the planner asks it
+    /// for the few tile shapes whose candidates the single rate ranks near the fastest
+    /// and chooses among those with their own rates (docs/tiling.md, "shape rates").
+    std::function<double(std::uint64_t m, std::uint64_t n, std::uint64_t k)> gemm_shape_flops = nullptr;
 };
 
 }  // namespace outcore::tile

@@ -49,6 +49,24 @@ struct DeviceRates {
 [[nodiscard]] const DeviceRates& cached_rates(Device& device, DType type = DType::F32,
                                               GemmCompute compute = GemmCompute::Exact);
 
+/// One GEMM call as the out-of-core executor makes it: operands packed in their slots
+/// (lda = m, or k with trans_a; ldb = k, or n with trans_b), C accumulated (β = 1).
+struct GemmShape {
+    DType type = DType::F32;
+    GemmCompute compute = GemmCompute::Exact;
+    bool trans_a = false, trans_b = false;
+    std::uint64_t m = 0, n = 0, k = 0;
+};
+
+/// The FLOP/s of one call of `shape` on `device` (best of 3 after a warm-up), measured
+/// the first time it is asked for and cached for the process per physical device and
+/// shape (with failures). 0 when it is not measured: one call would take longer than
+/// `max_call_seconds` at `expected_flops` (the probe is meant to cost milliseconds),
+/// the kernel is missing, or the device refuses the memory (the probe holds the three
+/// operands, no more than a plan with this tile holds anyway). Thread-safe.
+[[nodiscard]] double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double expected_flops,
+                                             double max_call_seconds = 0.05);
+
 /// Fills limits' compute_flops and link fields from `rates` for this type and mode;
 /// leaves a field alone when the rate is unknown (0).
 void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, PlanLimits& limits) noexcept;

@@ -552,8 +552,23 @@ TEST(Gemm, MeasuredRatesFeedThePlanner) {
     EXPECT_EQ(limits.link_bytes_per_second, rates.upload_bytes_per_second);
     const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
     EXPECT_GT(r.plan.total_seconds, 0.0);  // the time model was used
+    ASSERT_TRUE(limits.gemm_shape_flops);
+    EXPECT_GT(r.plan.shape_flops, 0.0);  // with its tile shape's rate, measured on the device
     EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
               error_bound(cs.type, cs.compute, cs.k));
+    expect_nothing_held(*device);
+}
+
+TEST(Gemm, ShapeRatesAreMeasuredOnceAndOnlyWhenCheap) {
+    auto device = make_device();
+    const outcore::tile::GemmShape shape{.type = DType::F32, .trans_a = true, .m = 96, .n = 80, .k = 64};
+    const double rate = outcore::tile::cached_gemm_shape_flops(*device, shape, 1e9);
+    EXPECT_GT(rate, 0.0);
+    EXPECT_EQ(outcore::tile::cached_gemm_shape_flops(*device, shape, 1e9), rate);  // cached
+    // One call expected to take 2·96·80·64 / 1e3 s: far above the limit, not run.
+    outcore::tile::GemmShape big = shape;
+    big.k = 65;
+    EXPECT_EQ(outcore::tile::cached_gemm_shape_flops(*device, big, 1e3), 0.0);
     expect_nothing_held(*device);
 }
 
