@@ -10,12 +10,31 @@ namespace outcore::detail {
 // --- HostSignal / WorkerEvent ------------------------------------------------------
 
 void HostSignal::complete(std::exception_ptr failure) noexcept {
+    std::optional<DevicePoint> point;  // released outside the lock
     {
         std::lock_guard lock(mutex_);
+        if (done_) return;
         done_ = true;
         failure_ = std::move(failure);
+        point = std::exchange(point_, std::nullopt);
     }
     cv_.notify_all();
+}
+
+void HostSignal::publish(DevicePoint point) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        if (done_) return;
+        point_ = std::move(point);
+    }
+    cv_.notify_all();
+}
+
+std::optional<DevicePoint> HostSignal::wait_point() {
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [this] { return done_ || point_.has_value(); });
+    if (done_) return std::nullopt;
+    return point_;
 }
 
 std::exception_ptr HostSignal::wait() {
@@ -101,7 +120,7 @@ void WorkerQueue::do_record(Event& event) {
     }
     std::shared_ptr<HostSignal> signal = worker_event->arm();
     try {
-        push(Work{.kind = WorkKind::Mark, .task = {}, .signal = signal});
+        push(Work{.kind = WorkKind::Mark, .task = {}, .signal = signal, .deferrable = true});
     } catch (...) {  // never leave the event's current record uncompletable
         signal->complete(std::current_exception());
         throw;
@@ -193,6 +212,13 @@ void WorkerQueue::execute(Work& work) noexcept {
             }
             return;
         case WorkKind::Mark: {
+            if (work.deferrable && !failure) {
+                try {
+                    if (defer_record(work.signal)) return;
+                } catch (...) {
+                    fail(std::current_exception());
+                }
+            }
             // Drain even after a failure: what was submitted before it may still be
             // running on the device, and a completed record (or synchronize) must
             // mean that it no longer is, so its memory can be freed.
@@ -201,11 +227,22 @@ void WorkerQueue::execute(Work& work) noexcept {
             work.signal->complete(failure_);
             return;
         }
-        case WorkKind::Wait:
+        case WorkKind::Wait: {
             if (failure) return;
             run_hook(&WorkerQueue::flush);
+            // A record its queue has submitted but the device not yet finished can be
+            // waited for on the device, where this queue's backend can.
+            if (const std::optional<DevicePoint> point = work.signal->wait_point()) {
+                try {
+                    if (wait_on_device(work.signal, *point)) return;
+                } catch (...) {
+                    fail(std::current_exception());
+                    return;
+                }
+            }
             if (std::exception_ptr theirs = work.signal->wait()) fail(std::move(theirs));
             return;
+        }
     }
 }
 

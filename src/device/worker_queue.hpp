@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "device/last_record.hpp"
@@ -29,14 +30,33 @@
 
 namespace outcore::detail {
 
-/// One record of an event: completed once by the recording queue's worker, carrying
-/// that queue's failure if it had one at that point. Thread-safe.
+/// Where a record will complete on the device, for queues that can wait there instead
+/// of on the host (Vulkan: a timeline semaphore and the value its queue signals after
+/// the record's work). `domain` says which queues understand it (their logical
+/// device); `owner` keeps the semaphore alive while a waiter holds the point.
+struct DevicePoint {
+    const void* domain = nullptr;
+    std::shared_ptr<void> owner;
+    std::uint64_t handle = 0;
+    std::uint64_t value = 0;
+};
+
+/// One record of an event: completed once by the recording queue's worker (or by a
+/// thread watching the device for it), carrying that queue's failure if it had one at
+/// that point. Before completing it may publish a DevicePoint. Thread-safe.
 class HostSignal {
 public:
-    /// Marks the record complete and wakes every waiter. `failure` may be null.
+    /// Marks the record complete and wakes every waiter. `failure` may be null. Drops
+    /// the published point (nothing needs to wait for it any more). Only the first call
+    /// counts: a queue that waited for the point on the device may complete it too.
     void complete(std::exception_ptr failure) noexcept;
+    /// Publishes where the record completes on the device; wakes point waiters.
+    void publish(DevicePoint point) noexcept;
     /// Blocks until complete; returns the failure it completed with (or null).
     [[nodiscard]] std::exception_ptr wait();
+    /// Blocks until the record is published or complete: the point while it is not yet
+    /// complete, nothing once it is (then wait() returns at once).
+    [[nodiscard]] std::optional<DevicePoint> wait_point();
     [[nodiscard]] bool done();
 
 private:
@@ -44,6 +64,7 @@ private:
     std::condition_variable cv_;
     bool done_ = false;
     std::exception_ptr failure_;
+    std::optional<DevicePoint> point_;
 };
 
 /// CUDA-style event: a wait targets the most recent record made before the wait was
@@ -96,12 +117,27 @@ private:
     virtual void drain() {}
     /// On the worker: submit recorded work, do not wait. A throw becomes the failure.
     virtual void flush() {}
+    /// On the worker, for a record on a queue without failure: either take over
+    /// completing `signal` once the device has finished everything submitted so far
+    /// (and publish its DevicePoint), returning true, or return false and the worker
+    /// drains and completes it. A throw becomes the failure (the worker then completes
+    /// it with that failure).
+    virtual bool defer_record(const std::shared_ptr<HostSignal>& /*signal*/) { return false; }
+    /// On the worker, for a wait on `signal`, published at `point`: make the work
+    /// recorded after this wait on the device for `point`, returning true, or return
+    /// false (the worker waits on the host for the record to complete). A queue that
+    /// waits on the device completes `signal` itself once that work has finished, so a
+    /// synchronized waiter never sees the event it waited for still pending.
+    virtual bool wait_on_device(const std::shared_ptr<HostSignal>& /*signal*/, const DevicePoint& /*point*/) {
+        return false;
+    }
 
     enum class WorkKind : unsigned char { Task, Batched, Mark, Wait };
     struct Work {
         WorkKind kind = WorkKind::Task;
         std::function<void()> task;
         std::shared_ptr<HostSignal> signal;
+        bool deferrable = false;  ///< a Mark an event recorded (synchronize's drains)
     };
 
     void do_record(Event& event) override;

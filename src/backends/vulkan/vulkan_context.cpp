@@ -346,6 +346,13 @@ Context::Context(std::uint32_t index) {
     VkPhysicalDeviceVulkan12Features want12{};
     want12.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES;
     want12.storageBuffer8BitAccess = small_storage_ ? VK_TRUE : VK_FALSE;
+    // Events complete through per-queue timeline semaphores (vulkan_queue.hpp); a
+    // required feature of Vulkan 1.2, checked anyway.
+    if (f12.timelineSemaphore != VK_TRUE) {
+        throw BackendError(kComponent, "the device has no timeline semaphores (Vulkan 1.2 requires them)", 0,
+                           "VK_ERROR_FEATURE_NOT_PRESENT");
+    }
+    want12.timelineSemaphore = VK_TRUE;
     VkPhysicalDeviceVulkan11Features want11{};
     want11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     want11.pNext = &want12;

@@ -47,15 +47,29 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
                                        .queueFamilyIndex = target_->family};
     OUTCORE_VK_CHECK(vkCreateCommandPool(cx.device(), &info, nullptr, &pool_));
     try {
+        const VkSemaphoreTypeCreateInfo type{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                             .pNext = nullptr,
+                                             .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+                                             .initialValue = 0};
+        const VkSemaphoreCreateInfo sem{
+            .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type, .flags = 0};
+        OUTCORE_VK_CHECK(vkCreateSemaphore(cx.device(), &sem, nullptr, &timeline_));
+        const VkDevice dev = cx.device();
+        timeline_owner_ = std::shared_ptr<void>(
+            timeline_, [dev](void* t) { vkDestroySemaphore(dev, static_cast<VkSemaphore>(t), nullptr); });
+        watcher_ = std::thread([this] { watch(); });
         start();
     } catch (...) {
+        stop_watcher();
+        timeline_owner_.reset();
         vkDestroyCommandPool(cx.device(), pool_, nullptr);
         throw;
     }
 }
 
 VulkanQueue::~VulkanQueue() {
-    stop();  // drains: every batch has finished
+    stop();          // drains: every batch has finished
+    stop_watcher();  // so every handed-over record is complete
     const VkDevice dev = device_->context().device();
     for (VkFence f : free_fences_) vkDestroyFence(dev, f, nullptr);
     if (current_.fence != VK_NULL_HANDLE) vkDestroyFence(dev, current_.fence, nullptr);
@@ -121,14 +135,17 @@ void VulkanQueue::flush() {
         recycle(in_flight_.front());
         in_flight_.pop_front();
     }
-    if (current_.commands == VK_NULL_HANDLE) return;
+    // Waits alone are submitted too: a record after them must come after what they wait for.
+    if (current_.commands == VK_NULL_HANDLE && waits_.empty()) return;
     const VkDevice dev = device_->context().device();
-    // Make the batch's writes visible to the host (downloads read staging afterwards).
-    full_barrier(current_.commands, VK_PIPELINE_STAGE_HOST_BIT,
-                 VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
     Batch batch = std::exchange(current_, Batch{});
     staged_bytes_ = 0;
-    OUTCORE_VK_CHECK(vkEndCommandBuffer(batch.commands));
+    if (batch.commands != VK_NULL_HANDLE) {
+        // Make the batch's writes visible to the host (downloads read staging afterwards).
+        full_barrier(batch.commands, VK_PIPELINE_STAGE_HOST_BIT,
+                     VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
+        OUTCORE_VK_CHECK(vkEndCommandBuffer(batch.commands));
+    }
     if (free_fences_.empty()) {
         const VkFenceCreateInfo info{
             .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO, .pNext = nullptr, .flags = 0};
@@ -138,15 +155,35 @@ void VulkanQueue::flush() {
     }
     batch.fence = free_fences_.back();
     free_fences_.pop_back();
+    std::vector<VkSemaphore> wait_semaphores;
+    std::vector<std::uint64_t> wait_values;
+    for (auto& [point, signal] : waits_) {
+        wait_semaphores.push_back(reinterpret_cast<VkSemaphore>(point.handle));  // NOLINT: as stored
+        wait_values.push_back(point.value);
+        batch.keep.push_back(std::move(point.owner));  // the semaphore outlives this submit
+        batch.reached.push_back(std::move(signal));
+    }
+    const std::vector<VkPipelineStageFlags> wait_stages(wait_semaphores.size(),
+                                                        VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+    const std::uint64_t value = submitted_ + 1;
+    const VkTimelineSemaphoreSubmitInfo timeline{
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .pNext = nullptr,
+        .waitSemaphoreValueCount = static_cast<std::uint32_t>(wait_values.size()),
+        .pWaitSemaphoreValues = wait_values.data(),
+        .signalSemaphoreValueCount = 1,
+        .pSignalSemaphoreValues = &value};
+    const bool has_commands = batch.commands != VK_NULL_HANDLE;
     const VkSubmitInfo submit{.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                              .pNext = nullptr,
-                              .waitSemaphoreCount = 0,
-                              .pWaitSemaphores = nullptr,
-                              .pWaitDstStageMask = nullptr,
-                              .commandBufferCount = 1,
-                              .pCommandBuffers = &batch.commands,
-                              .signalSemaphoreCount = 0,
-                              .pSignalSemaphores = nullptr};
+                              .pNext = &timeline,
+                              .waitSemaphoreCount = static_cast<std::uint32_t>(wait_semaphores.size()),
+                              .pWaitSemaphores = wait_semaphores.data(),
+                              .pWaitDstStageMask = wait_stages.data(),
+                              .commandBufferCount = has_commands ? 1U : 0U,
+                              .pCommandBuffers = has_commands ? &batch.commands : nullptr,
+                              .signalSemaphoreCount = 1,
+                              .pSignalSemaphores = &timeline_};
+    waits_.clear();
     VkResult rc = VK_SUCCESS;
     {
         std::lock_guard lock(target_->mutex);
@@ -155,10 +192,70 @@ void VulkanQueue::flush() {
     if (rc != VK_SUCCESS) {
         free_fences_.push_back(batch.fence);
         batch.fence = VK_NULL_HANDLE;
-        free_commands_.push_back(batch.commands);
+        if (has_commands) free_commands_.push_back(batch.commands);
         check(rc, "vkQueueSubmit");
     }
+    submitted_ = value;
     in_flight_.push_back(std::move(batch));
+}
+
+bool VulkanQueue::defer_record(const std::shared_ptr<detail::HostSignal>& signal) {
+    flush();
+    if (in_flight_.empty()) return false;  // the device has finished everything: complete now
+    signal->publish({.domain = &device_->context(),
+                     .owner = timeline_owner_,
+                     .handle = reinterpret_cast<std::uint64_t>(timeline_),  // NOLINT: stored as an integer
+                     .value = submitted_});
+    {
+        std::lock_guard lock(watch_mutex_);
+        watched_.emplace_back(submitted_, signal);
+    }
+    watch_cv_.notify_one();
+    return true;
+}
+
+bool VulkanQueue::wait_on_device(const std::shared_ptr<detail::HostSignal>& signal,
+                                 const detail::DevicePoint& point) {
+    if (point.domain != &device_->context()) return false;
+    waits_.emplace_back(point, signal);
+    device_waits_.fetch_add(1);
+    return true;
+}
+
+void VulkanQueue::watch() noexcept {
+    const VkDevice dev = device_->context().device();
+    std::unique_lock lock(watch_mutex_);
+    for (;;) {
+        watch_cv_.wait(lock, [this] { return watch_stop_ || !watched_.empty(); });
+        if (watched_.empty()) return;  // stopping, and every record is complete
+        const auto [value, signal] = watched_.front();
+        lock.unlock();
+        const VkSemaphoreWaitInfo info{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                       .pNext = nullptr,
+                                       .flags = 0,
+                                       .semaphoreCount = 1,
+                                       .pSemaphores = &timeline_,
+                                       .pValues = &value};
+        std::exception_ptr failure;
+        try {
+            check(vkWaitSemaphores(dev, &info, UINT64_MAX), "vkWaitSemaphores");
+        } catch (...) {
+            failure = std::current_exception();  // a lost device: the record carries it
+        }
+        signal->complete(failure);
+        lock.lock();
+        watched_.pop_front();
+        if (watched_.empty()) watch_cv_.notify_all();  // drain() waits for this
+    }
+}
+
+void VulkanQueue::stop_watcher() noexcept {
+    {
+        std::lock_guard lock(watch_mutex_);
+        watch_stop_ = true;
+    }
+    watch_cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
 }
 
 void VulkanQueue::drain() {
@@ -170,9 +267,14 @@ void VulkanQueue::drain() {
         recycle(b);
         in_flight_.pop_front();
     }
+    // Records handed to the watcher are reached now; a drained queue has them complete
+    // (synchronize() returning means every earlier record queries done).
+    std::unique_lock lock(watch_mutex_);
+    watch_cv_.wait(lock, [this] { return watched_.empty(); });
 }
 
 void VulkanQueue::recycle(Batch& batch) {
+    for (const auto& signal : batch.reached) signal->complete(nullptr);
     if (batch.fence != VK_NULL_HANDLE) {
         (void)vkResetFences(device_->context().device(), 1, &batch.fence);
         free_fences_.push_back(batch.fence);

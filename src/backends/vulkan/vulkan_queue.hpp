@@ -6,8 +6,18 @@
 // dry, before a wait, or every kMaxCommands commands; host work (host tasks, records,
 // the host side of downloads) first waits for the fences. Every command is preceded
 // by a full memory barrier, which gives Vulkan commands the in-order semantics of a
-// queue. Events are host signals (detail::WorkerEvent): fences, not semaphores, order
-// queues, at the cost of a host round trip per cross-queue wait (docs/backends.md).
+// queue.
+//
+// Every submit signals the queue's timeline semaphore with the next value. An event
+// record does not stop the worker: it submits what was recorded, publishes (semaphore,
+// value) on the record's HostSignal and hands the signal to a watcher thread, which
+// completes it once vkWaitSemaphores says the value is reached. A Vulkan queue of the
+// same logical device that waits for such a record adds the semaphore to its next
+// submit's waits, so dependent work follows on the GPU with no host round trip; other
+// queues (another device, the CPU backend) wait for the HostSignal. Before this, a
+// record drained the queue (the GPU idled until the host saw the fence and submitted
+// more), which cost the out-of-core GEMM on the H200 about a fifth of its time
+// (docs/BENCHMARKS.md).
 //
 // Copies from and to this device's own coherent host-visible memory (HostPinned
 // Blocks) are DMA between that block's buffer and the device buffer: the GPU reads or
@@ -19,9 +29,14 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "device/worker_queue.hpp"
@@ -44,12 +59,17 @@ public:
     void keep(std::shared_ptr<void> owner);
     /// The buffer and byte offset a view lives at.
     [[nodiscard]] VkBuffer buffer_of(const BufferView& view) const;
+    /// Waits for other queues' records that this queue made on the device (tests).
+    [[nodiscard]] std::uint64_t device_waits() const noexcept { return device_waits_.load(); }
 
 private:
     struct Batch {
         VkCommandBuffer commands = VK_NULL_HANDLE;
         VkFence fence = VK_NULL_HANDLE;
         std::vector<std::shared_ptr<void>> keep;
+        /// Records of other queues this batch waited for on the device: reached once
+        /// the batch has finished, so recycling it completes them.
+        std::vector<std::shared_ptr<detail::HostSignal>> reached;
     };
 
     void do_copy(const BufferView& src, const BufferView& dst, HostRange host, std::uint64_t bytes) override;
@@ -57,6 +77,13 @@ private:
     void do_fill(const BufferView& dst, std::byte value) override;
     void flush() override;
     void drain() override;
+    bool defer_record(const std::shared_ptr<detail::HostSignal>& signal) override;
+    bool wait_on_device(const std::shared_ptr<detail::HostSignal>& signal,
+                        const detail::DevicePoint& point) override;
+    /// The watcher thread: completes handed-over records in order as the timeline
+    /// reaches their values.
+    void watch() noexcept;
+    void stop_watcher() noexcept;
 
     void recycle(Batch& batch);
     /// Staging memory for `bytes`, released with the current batch.
@@ -72,6 +99,21 @@ private:
     std::deque<Batch> in_flight_;
     std::vector<VkCommandBuffer> free_commands_;
     std::vector<VkFence> free_fences_;
+    /// Waits for the next submit, with the records they stand for.
+    std::vector<std::pair<detail::DevicePoint, std::shared_ptr<detail::HostSignal>>> waits_;
+    std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
+    std::atomic<std::uint64_t> device_waits_{0};
+
+    // The timeline semaphore, shared with DevicePoints handed to waiters (destroyed when
+    // the last of them lets go, never before the queue's own submits are done).
+    VkSemaphore timeline_ = VK_NULL_HANDLE;
+    std::shared_ptr<void> timeline_owner_;
+    // Watcher state.
+    std::mutex watch_mutex_;
+    std::condition_variable watch_cv_;
+    std::deque<std::pair<std::uint64_t, std::shared_ptr<detail::HostSignal>>> watched_;
+    bool watch_stop_ = false;
+    std::thread watcher_;
 };
 
 /// The queue as a VulkanQueue, or UsageError (a queue of another backend).

@@ -21,6 +21,7 @@
 #include "outcore/device/kernel_params.hpp"
 #include "support/test_seed.hpp"
 #include "vulkan/vulkan_context.hpp"
+#include "vulkan/vulkan_queue.hpp"
 
 namespace {
 
@@ -309,6 +310,54 @@ TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {
             EXPECT_EQ(values[i], (i & 0xFFU) * 0x01010101U) << i;
         }
     }
+}
+
+// Two queues hand a buffer back and forth through events: each wait is made on the
+// device (the record's timeline semaphore), the data come out in order, and a queue
+// may be destroyed while another still has a device wait on its semaphore pending.
+TEST_F(VulkanTest, EventWaitsBetweenQueuesHappenOnTheDevice) {
+    auto up = dev().create_queue(outcore::QueueRole::Upload);
+    auto compute = dev().create_queue(outcore::QueueRole::Compute);
+    auto& vk_compute = outcore::vulkan::vulkan_queue(*compute, "test");
+    auto& vk_up = outcore::vulkan::vulkan_queue(*up, "test");
+    constexpr std::uint32_t kRounds = 40;
+    constexpr std::uint64_t kBytes = 1 << 20;
+    Block x = dev().allocate({.bytes = kBytes});
+    Block y = dev().allocate({.bytes = kBytes * kRounds});
+    auto filled = dev().create_event();
+    auto copied = dev().create_event();
+    up->fill(y, std::byte{0});  // 40 MiB first: the first record is still in flight when waited for
+    for (std::uint32_t round = 0; round < kRounds; ++round) {
+        if (round > 0) up->wait(*copied);  // x is free again
+        up->fill(x, static_cast<std::byte>(round + 1));
+        up->record(*filled);
+        compute->wait(*filled);
+        compute->copy(x, BufferView(y, round * kBytes, kBytes));
+        compute->record(*copied);
+    }
+    compute->synchronize();
+    EXPECT_TRUE(filled->query());  // the waiter's synchronize completes what it waited for
+    up->synchronize();
+    std::vector<std::byte> back(kBytes * kRounds);
+    compute->download(y, back.data());
+    compute->synchronize();
+    for (std::uint32_t round = 0; round < kRounds; ++round) {
+        ASSERT_EQ(back[round * kBytes], static_cast<std::byte>(round + 1)) << round;
+        ASSERT_EQ(back[(round + 1) * kBytes - 1], static_cast<std::byte>(round + 1)) << round;
+    }
+    // Every wait had a record still in flight or already done; those in flight went to the device.
+    EXPECT_GT(vk_compute.device_waits() + vk_up.device_waits(), 0U);
+    EXPECT_LE(vk_compute.device_waits(), kRounds);
+
+    // The recording queue goes away before the waiter has run: its semaphore must live on.
+    up->fill(x, std::byte{0x5A});
+    up->record(*filled);
+    compute->wait(*filled);
+    up.reset();
+    compute->copy(x, BufferView(y, 0, kBytes));
+    compute->download(BufferView(y, 0, 16), back.data());
+    compute->synchronize();
+    EXPECT_EQ(back[0], std::byte{0x5A});
 }
 
 }  // namespace
