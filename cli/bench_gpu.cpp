@@ -158,8 +158,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         const std::uint64_t pitch = n * 4;
         auto up2 = dev.create_queue(QueueRole::Upload);
         nlohmann::json runs = nlohmann::json::array();
-        for (const std::uint64_t width : {32 * kKiB, 64 * kKiB}) {
-            const std::uint64_t runs_2d = bytes / width;
+        for (const std::uint64_t width : {4 * kKiB, 8 * kKiB, 16 * kKiB, 32 * kKiB, 64 * kKiB}) {
+            const std::uint64_t runs_2d = std::min(bytes / width, nn * 4 / pitch);  // within A and C
             if (pitch < 2 * width || runs_2d * pitch > nn * 4 || runs_2d < 2) continue;
             const Copy2D all{.width_bytes = width,
                              .rows = runs_2d,
@@ -176,10 +176,22 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                                                              BufferView(d0, half_bytes, half_bytes), half);
                                           }},
                                          {up.get(), up2.get()}, half_bytes, r);
-            runs.push_back({{"width_bytes", width}, {"one_stream_Bps", one}, {"two_streams_Bps", two}});
-            say(fmt::format(
-                "link, 2-D host→device runs of {} (pitch {}): {} on one stream, {} split over two",
-                format_size(width), format_size(pitch), gbs(one), gbs(two)));
+            // Downloads of the same runs (C tiles and filter tiles come back this way),
+            // and both directions at once.
+            const double down_2d = copy_rate({[&] { down->download_2d(BufferView(d1), c.data(), all); }},
+                                             {down.get()}, runs_2d * width, r);
+            const double both_2d = copy_rate({[&] { up->upload_2d(a.data(), BufferView(d0), all); },
+                                              [&] { down->download_2d(BufferView(d1), c.data(), all); }},
+                                             {up.get(), down.get()}, runs_2d * width, r);
+            runs.push_back({{"width_bytes", width},
+                            {"one_stream_Bps", one},
+                            {"two_streams_Bps", two},
+                            {"d2h_Bps", down_2d},
+                            {"both_Bps", both_2d}});
+            say(fmt::format("link, 2-D runs of {} (pitch {}): host→device {} on one stream, {} split over "
+                            "two; device→host {}; both at once {}",
+                            format_size(width), format_size(pitch), gbs(one), gbs(two), gbs(down_2d),
+                            gbs(both_2d)));
         }
         record["link"]["upload_2d"] = runs;
     }
