@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "outcore/core/error.hpp"
@@ -26,6 +28,19 @@ void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessF
                             .dstAccessMask = dst_access};
     vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, &b, 0, nullptr, 0,
                          nullptr);
+}
+
+/// OUTCORE_VULKAN_EVENTS: "device" (default) — records deferred to the watcher, waits
+/// on the GPU; "deferred" — records deferred, waits on the host; "host" — records drain
+/// the queue and waits block on the host (the first design). For comparing them on a
+/// GPU (docs/backends.md); anything else is the default.
+enum class EventMode : unsigned char { Device, Deferred, Host };
+EventMode event_mode() {
+    const char* v = std::getenv("OUTCORE_VULKAN_EVENTS");
+    const std::string_view mode = v == nullptr ? "" : v;
+    if (mode == "host") return EventMode::Host;
+    if (mode == "deferred") return EventMode::Deferred;
+    return EventMode::Device;
 }
 
 }  // namespace
@@ -200,6 +215,8 @@ void VulkanQueue::flush() {
 }
 
 bool VulkanQueue::defer_record(const std::shared_ptr<detail::HostSignal>& signal) {
+    static const EventMode mode = event_mode();
+    if (mode == EventMode::Host) return false;
     flush();
     if (in_flight_.empty()) return false;  // the device has finished everything: complete now
     signal->publish({.domain = &device_->context(),
@@ -216,7 +233,8 @@ bool VulkanQueue::defer_record(const std::shared_ptr<detail::HostSignal>& signal
 
 bool VulkanQueue::wait_on_device(const std::shared_ptr<detail::HostSignal>& signal,
                                  const detail::DevicePoint& point) {
-    if (point.domain != &device_->context()) return false;
+    static const EventMode mode = event_mode();
+    if (mode != EventMode::Device || point.domain != &device_->context()) return false;
     waits_.emplace_back(point, signal);
     device_waits_.fetch_add(1);
     return true;
