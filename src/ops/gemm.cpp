@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -79,12 +81,14 @@ struct OperandCut {
 std::uint64_t op_rows(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.cols() : s.rows(); }
 std::uint64_t op_cols(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.rows() : s.cols(); }
 
-/// Serialises progress calls and keeps them monotonic.
+/// Serialises progress calls and keeps them monotonic; reports each tile written to
+/// GemmOptions::tile_written.
 class Progress {
 public:
-    Progress(const std::function<void(double)>& callback, std::uint64_t total)
-        : callback_(callback), total_(total) {}
-    void tile_done() {
+    Progress(const GemmOptions& options, std::uint64_t total)
+        : callback_(options.progress), tile_written_(options.tile_written), total_(total) {}
+    void tile_done(std::uint64_t t) {
+        if (tile_written_) tile_written_(t);
         if (!callback_) return;
         std::lock_guard lock(mutex_);
         ++done_;
@@ -93,6 +97,7 @@ public:
 
 private:
     const std::function<void(double)>& callback_;
+    const std::function<void(std::uint64_t)>& tile_written_;
     std::uint64_t total_;
     std::uint64_t done_ = 0;
     std::mutex mutex_;
@@ -348,7 +353,16 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
 
     // Declared before the pipeline: drains running on its threads use it until the
     // pipeline's destructor has joined them.
-    Progress progress(options.progress, grid.count());
+    Progress progress(options, grid.count());
+    // Tiles handed out run by run (next_tiles): the calling thread paces itself on
+    // events recorded after each tile's download (see the claimed loop below), a ring
+    // of c_slots + 1 of them. Made before the pipeline so they outlive its records.
+    const bool claimed = static_cast<bool>(options.next_tiles);
+    std::vector<std::unique_ptr<Event>> landed;
+    if (claimed) {
+        for (std::uint32_t i = 0; i <= plan.c_slots; ++i) landed.push_back(device.create_event());
+    }
+    std::uint64_t downloads_issued = 0;
     tile::Pipeline p(device, po);
     std::vector<tile::SlotId> a_ring;
     std::vector<tile::SlotId> b_ring;
@@ -381,6 +395,10 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
     std::uint64_t b_next = 0;
+    // Tiles handed out run by run (next_tiles) need not follow panel order: each
+    // panel starts at its first tile computed, and none is prefetched for a successor
+    // that may never come.
+    std::uint64_t started_outer = UINT64_MAX;
     // One C tile's part of the work: its place, its slot, and whether a next panel
     // follows (panel schedules).
     struct TileWork {
@@ -403,8 +421,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                     .nj = rect.size.cols,
                     .c_bytes = rect.size.rows * rect.size.cols * wc,
                     .cs = c_ring[t % c_ring.size()],
-                    .has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count};
-        if ((a_panel || b_panel) && inner == 0) {
+                    .has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count && !claimed};
+        if ((a_panel || b_panel) && outer != started_outer) {
+            started_outer = outer;
             const auto [o0, on] = panel_extent(outer);
             const auto [n0, nn] =
                 tw.has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
@@ -481,13 +500,14 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                                .host_pitch_bytes = c_out.ld_elements * wc,
                                .buffer_pitch_bytes = tw.mi * wc};
             p.download_2d_to(tw.cs, 0, c_out.data + (tw.i0 + tw.j0 * c_out.ld_elements) * wc, shape,
-                             [&progress] { progress.tile_done(); });
+                             [&progress, t = tw.t] { progress.tile_done(t); });
         } else {
             p.download(tw.cs, 0, tw.c_bytes, [&c, &progress, tw](std::span<const std::byte> s) {
                 c.write(tw.i0, tw.j0, tw.mi, tw.nj, s.data(), tw.mi);
-                progress.tile_done();
+                progress.tile_done(tw.t);
             });
         }
+        if (claimed) p.record_downloads(*landed[downloads_issued++ % landed.size()]);
     };
     // A single panel's first plan.group tiles go k outer: each panel chunk, as it
     // arrives, serves every tile of the group (GemmPlan::group).
@@ -495,22 +515,70 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const std::uint64_t group =
         single_panel ? std::min<std::uint64_t>(std::max(plan.group, 1U), grid.count()) : 1;
     if (group > c_ring.size()) throw UsageError(kComponent, "the plan's group has more tiles than C slots");
-    std::uint64_t first = 0;
-    if (group > 1) {
-        std::vector<TileWork> tiles;
-        for (std::uint64_t t = 0; t < group; ++t) tiles.push_back(begin_tile(t));
-        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
-            for (const TileWork& tw : tiles) step(tw, kc);
+    // Tiles [begin, end), the first `grouped` of them k outer.
+    auto run_tiles = [&](std::uint64_t begin, std::uint64_t end, std::uint64_t grouped) {
+        std::uint64_t first = begin;
+        if (grouped > 1) {
+            std::vector<TileWork> tiles;
+            for (std::uint64_t t = begin; t < begin + grouped; ++t) tiles.push_back(begin_tile(t));
+            for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
+                for (const TileWork& tw : tiles) step(tw, kc);
+            }
+            for (const TileWork& tw : tiles) end_tile(tw);
+            first += grouped;
         }
-        for (const TileWork& tw : tiles) end_tile(tw);
-        first = group;
-    }
-    for (std::uint64_t t = first; t < grid.count(); ++t) {
-        const TileWork tw = begin_tile(t);
-        for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step(tw, kc);
-        end_tile(tw);
+        for (std::uint64_t t = first; t < end; ++t) {
+            const TileWork tw = begin_tile(t);
+            for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step(tw, kc);
+            end_tile(tw);
+        }
+    };
+    std::exception_ptr device_failure;
+    if (claimed) {
+        // The next run is asked for only once at most c_slots of the tiles described
+        // have not yet landed: this thread describes work far ahead of the device (with
+        // direct operands nothing holds it back), but no more C tiles than that can be
+        // on the device at once, so tiles taken earlier would only be tiles no other
+        // device can take. It waits on the event recorded after the download of tile
+        // (described − c_slots − 1): unlike a count of tiles written (kept by the
+        // drains, or by host tasks on the download queue that a failed queue skips),
+        // that event completes even after a failure, and its wait() rethrows it.
+        std::uint64_t described = 0;
+        std::vector<bool> handed_out(grid.count(), false);
+        const std::uint64_t in_flight = c_ring.size();
+        // The group hides the panel's first upload, so only the first run has one.
+        for (bool first_run = true;; first_run = false) {
+            if (described > in_flight) {
+                try {
+                    landed[(described - in_flight - 1) % landed.size()]->wait();
+                } catch (...) {
+                    device_failure = std::current_exception();
+                    break;  // finish() rethrows the queue's failure
+                }
+            }
+            if (p.failed()) break;  // finish() rethrows the failure
+            const auto [begin, end] = options.next_tiles();
+            if (begin >= end) break;
+            if (end > grid.count()) {
+                throw UsageError(kComponent, fmt::format("next_tiles handed out tiles [{}, {}) of {}", begin,
+                                                         end, grid.count()));
+            }
+            for (std::uint64_t t = begin; t < end; ++t) {
+                if (handed_out[t]) {
+                    throw UsageError(kComponent, fmt::format("next_tiles handed out tile {} twice", t));
+                }
+                handed_out[t] = true;
+            }
+            run_tiles(begin, end, first_run ? std::min(group, end - begin) : 1);
+            described += end - begin;
+        }
+    } else {
+        run_tiles(0, grid.count(), group);
     }
     const tile::PipelineStats stats = p.finish();
+    // finish() rethrows what the event reported; should the queue not have kept it,
+    // the run still must not pass for complete.
+    if (device_failure) std::rethrow_exception(device_failure);
 
     GemmReport r;
     r.plan = plan;

@@ -7,8 +7,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "ops/unit_scheduler.hpp"
+#include "outcore/core/error.hpp"
 #include "outcore/device/dtype.hpp"
 
 namespace outcore::ops {
@@ -75,10 +78,17 @@ struct Unit {
     std::uint64_t i0 = 0, m = 0, j0 = 0, n = 0;
 };
 
+/// C cut for the devices: panels (a whole row or column of the plan's C tiles), each
+/// cut into units along its tiles.
+struct Cut {
+    std::vector<Unit> panels;
+    std::vector<Unit> units;  // panel by panel
+    std::vector<std::size_t> units_per_panel;
+};
+
 /// Units along the plan's panels (see the header), at least two per device where the
 /// problem has that many tiles.
-std::vector<Unit> make_units(const tile::GemmPlan& plan, std::uint64_t m, std::uint64_t n,
-                             std::size_t devices) {
+Cut make_units(const tile::GemmPlan& plan, std::uint64_t m, std::uint64_t n, std::size_t devices) {
     const bool columns = plan.schedule == tile::GemmSchedule::BPanelResident;
     const std::uint64_t outer_extent = columns ? n : m;
     const std::uint64_t outer_tile = columns ? plan.tile_n : plan.tile_m;
@@ -87,14 +97,53 @@ std::vector<Unit> make_units(const tile::GemmPlan& plan, std::uint64_t m, std::u
     const std::uint64_t panels = (outer_extent + outer_tile - 1) / outer_tile;
     const std::uint64_t want = 2 * static_cast<std::uint64_t>(devices);
     const std::uint64_t split = panels >= want ? 1 : (want + panels - 1) / panels;
-    std::vector<Unit> units;
+    auto block = [columns](std::uint64_t o0, std::uint64_t on, std::uint64_t i0, std::uint64_t in) {
+        return columns ? Unit{.i0 = i0, .m = in, .j0 = o0, .n = on}
+                       : Unit{.i0 = o0, .m = on, .j0 = i0, .n = in};
+    };
+    Cut cut;
     for (const auto& [o0, on] : detail::cut(outer_extent, outer_tile, panels)) {
-        for (const auto& [i0, in] : detail::cut(inner_extent, inner_tile, split)) {
-            units.push_back(columns ? Unit{.i0 = i0, .m = in, .j0 = o0, .n = on}
-                                    : Unit{.i0 = o0, .m = on, .j0 = i0, .n = in});
-        }
+        cut.panels.push_back(block(o0, on, 0, inner_extent));
+        const auto pieces = detail::cut(inner_extent, inner_tile, split);
+        for (const auto& [i0, in] : pieces) cut.units.push_back(block(o0, on, i0, in));
+        cut.units_per_panel.push_back(pieces.size());
     }
-    return units;
+    return cut;
+}
+
+/// The operand windows of one block of C, for ops::gemm.
+struct Windows {
+    SourceWindow a, b;
+    SinkWindow c;
+    std::optional<SourceWindow> c_in;
+
+    Windows(const io::MatrixSource& sa, const io::MatrixSource& sb, io::MatrixSink& sc,
+            std::mutex& sink_mutex, const tile::GemmProblem& problem, const GemmOptions& options,
+            const Unit& u)
+        // op(A) rows i0.. are A's columns when A is stored transposed; likewise B.
+        : a(options.trans_a ? SourceWindow(sa, 0, u.i0, problem.k, u.m)
+                            : SourceWindow(sa, u.i0, 0, u.m, problem.k)),
+          b(options.trans_b ? SourceWindow(sb, u.j0, 0, u.n, problem.k)
+                            : SourceWindow(sb, 0, u.j0, problem.k, u.n)),
+          c(sc, sink_mutex, u.i0, u.j0, u.m, u.n) {
+        if (problem.beta_nonzero) c_in.emplace(*options.c_in, u.i0, u.j0, u.m, u.n);
+    }
+    /// `o` with the input C pointed at this window's.
+    void point(GemmOptions& o) { o.c_in = c_in ? &*c_in : nullptr; }
+};
+
+/// The options that run a panel's window with the whole problem's tiles, so its tile
+/// grid is the plan's (units map to whole tiles) and every tile is computed as one
+/// device computes it.
+GemmOptions with_plan_tiles(const GemmOptions& options, const tile::GemmPlan& plan) {
+    GemmOptions o = options;
+    o.schedule = plan.schedule;
+    o.tile_m = plan.tile_m;
+    o.tile_n = plan.tile_n;
+    o.tile_k = plan.tile_k;
+    o.group = plan.group;
+    o.progress = {};
+    return o;
 }
 
 }  // namespace
@@ -109,38 +158,139 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     GemmOptions check = options;
     check.measure_rates = false;
     for (std::size_t d = 1; d < devices.size(); ++d) (void)plan_gemm(*devices[d], a, b, c, check);
-    const std::vector<Unit> units = make_units(report.plan, problem.m, problem.n, devices.size());
-    report.units = units.size();
+    const Cut cut = make_units(report.plan, problem.m, problem.n, devices.size());
+    report.units = cut.units.size();
     report.devices = detail::empty_shares(devices);
+    const bool columns = report.plan.schedule == tile::GemmSchedule::BPanelResident;
+    std::mutex sink_mutex;
+
+    // A device keeps its panel resident across the units it takes of it when the
+    // whole plan's tiles fit its budget for a panel's window (the first panel is the
+    // largest); one that cannot fit them runs each unit as its own GEMM, as planned
+    // for that unit alone.
+    const GemmOptions resident_options = with_plan_tiles(options, report.plan);
+    std::vector<char> resident(devices.size(), 0);
+    {
+        GemmOptions o = resident_options;
+        o.measure_rates = false;
+        Windows w(a, b, c, sink_mutex, problem, options, cut.panels[0]);
+        w.point(o);
+        for (std::size_t d = 0; d < devices.size(); ++d) {
+            try {
+                (void)plan_gemm(*devices[d], w.a, w.b, w.c, o);
+                resident[d] = 1;
+            } catch (const UsageError&) {  // below the tiles' minimum: plain units
+            }
+        }
+    }
 
     // Pinned staging kept per device across its units (a caller's cache belongs to one
     // device, so it is not used here).
     std::vector<std::unique_ptr<tile::StagingCache>> caches;
     for (Device* d : devices) caches.push_back(std::make_unique<tile::StagingCache>(*d));
-    std::mutex sink_mutex;
+    // Progress is called on the device threads only (never on a pipeline thread, where
+    // locks are held and, on CUDA, the download queue's host thread may not touch the
+    // device), serialised here; a throw from it fails the call like any unit's failure.
     std::mutex progress_mutex;
     std::uint64_t done = 0;
-    detail::run_units(devices, units.size(), kComponent, [&](std::size_t d, std::size_t u) {
-        const Unit& unit = units[u];
-        // op(A) rows i0.. are A's columns when A is stored transposed; likewise B.
-        const SourceWindow wa = options.trans_a ? SourceWindow(a, 0, unit.i0, problem.k, unit.m)
-                                                : SourceWindow(a, unit.i0, 0, unit.m, problem.k);
-        const SourceWindow wb = options.trans_b ? SourceWindow(b, unit.j0, 0, unit.n, problem.k)
-                                                : SourceWindow(b, 0, unit.j0, problem.k, unit.n);
-        SinkWindow wc(c, sink_mutex, unit.i0, unit.j0, unit.m, unit.n);
-        std::optional<SourceWindow> wc_in;
-        GemmOptions o = options;
-        o.progress = {};
-        o.staging_cache = caches[d].get();
-        if (problem.beta_nonzero) {
-            wc_in.emplace(*options.c_in, unit.i0, unit.j0, unit.m, unit.n);
-            o.c_in = &*wc_in;
-        }
-        const GemmReport r = gemm(*devices[d], wa, wb, wc, o);
-        report.devices[d].add(r);
+    auto units_done = [&](std::uint64_t count) {
+        if (count == 0) return;
         std::lock_guard lock(progress_mutex);
-        ++done;
-        if (options.progress) options.progress(static_cast<double>(done) / static_cast<double>(units.size()));
+        for (std::uint64_t i = 0; i < count; ++i) {
+            ++done;
+            if (options.progress)
+                options.progress(static_cast<double>(done) / static_cast<double>(cut.units.size()));
+        }
+    };
+    // Unit u's tiles in its panel's window, in the order the plan walks them.
+    auto tiles_of = [&](const Unit& u) {
+        const std::uint64_t begin = columns ? u.i0 : u.j0;
+        const std::uint64_t extent = columns ? u.m : u.n;
+        const std::uint64_t tile = columns ? report.plan.tile_m : report.plan.tile_n;
+        return std::pair{begin / tile, (begin + extent + tile - 1) / tile};
+    };
+
+    detail::PanelQueue queue(cut.units_per_panel, devices.size());
+    detail::run_panels(devices, queue, kComponent, [&](std::size_t d, detail::PanelQueue::Visit visit) {
+        if (resident[d] == 0) {
+            for (std::optional<std::size_t> u = visit.unit; u; u = queue.next(visit.panel)) {
+                Windows w(a, b, c, sink_mutex, problem, options, cut.units[*u]);
+                GemmOptions o = options;
+                o.progress = {};
+                o.next_tiles = {};
+                o.tile_written = {};
+                o.staging_cache = caches[d].get();
+                w.point(o);
+                report.devices[d].add(gemm(*devices[d], w.a, w.b, w.c, o));
+                units_done(1);
+            }
+            return;
+        }
+        // One GEMM over the panel's window, fed its units one by one: the panel goes
+        // up once for all of them.
+        Windows w(a, b, c, sink_mutex, problem, options, cut.panels[visit.panel]);
+        GemmOptions o = resident_options;
+        o.staging_cache = caches[d].get();
+        w.point(o);
+        // Tiles written are tracked per claimed unit (with several writer threads drains
+        // finish out of order, so a count of tiles would report a unit early).
+        std::mutex claimed_mutex;         // claims on this thread, tiles on a pipeline thread
+        std::vector<std::uint64_t> left;  // per claimed unit: its tiles not yet written
+        std::vector<std::size_t> owner(tiles_of(cut.panels[visit.panel]).second, 0);  // tile -> claimed unit
+        std::uint64_t finished = 0;  // claimed units with every tile written
+        std::uint64_t reported = 0;  // of those, passed to progress (this thread)
+        double claim_wait = 0;       // seconds spent waiting in queue.next
+        auto report_finished = [&] {
+            std::uint64_t now = 0;
+            {
+                std::lock_guard lock(claimed_mutex);
+                now = finished;
+            }
+            units_done(now - reported);
+            reported = now;
+        };
+        auto claim = [&](std::size_t u) {
+            const auto [begin, end] = tiles_of(cut.units[u]);
+            std::lock_guard lock(claimed_mutex);
+            for (std::uint64_t t = begin; t < end; ++t) owner[t] = left.size();
+            left.push_back(end - begin);
+            return std::pair{begin, end};
+        };
+        auto next_unit = [&]() -> std::optional<std::size_t> {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::optional<std::size_t> u = queue.next(visit.panel);
+            claim_wait += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            return u;
+        };
+        std::optional<std::size_t> first = visit.unit;
+        o.next_tiles = [&]() -> std::pair<std::uint64_t, std::uint64_t> {
+            report_finished();
+            const std::optional<std::size_t> u = first ? first : next_unit();
+            first.reset();
+            if (!u) return {0, 0};
+            auto range = claim(*u);
+            if (devices.size() == 1) {
+                // No other device could take the rest of the panel: claim it all now, so
+                // the GEMM does not wait for its tiles to land between units. A panel's
+                // units are consecutive and cut in tile order, so the ranges join.
+                while (const std::optional<std::size_t> more = next_unit()) {
+                    const auto next = claim(*more);
+                    if (next.first != range.second)
+                        throw InternalError(kComponent, "a panel's units do not join");
+                    range.second = next.second;
+                }
+            }
+            return range;
+        };
+        o.tile_written = [&](std::uint64_t t) {
+            std::lock_guard lock(claimed_mutex);
+            if (--left[owner[t]] == 0) ++finished;
+        };
+        const GemmReport r = gemm(*devices[d], w.a, w.b, w.c, o);
+        report.devices[d].add(r, left.size());
+        // Time blocked on the other devices' first claims is not this device's work.
+        report.devices[d].busy_seconds -= claim_wait;
+        report_finished();
     });
 
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

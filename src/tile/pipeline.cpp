@@ -711,6 +711,16 @@ void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, cons
     }
 }
 
+void Pipeline::record_downloads(Event& event) {
+    check_usable("record_downloads");
+    try {
+        queues_[kDownload]->record(event);
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
 // --- finish ----------------------------------------------------------------------
 
 void Pipeline::wait_drains_idle() {

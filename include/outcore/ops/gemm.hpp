@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 
 #include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
@@ -84,6 +85,25 @@ struct GemmOptions {
     bool measure_busy = true;
     /// Pinned staging kept across calls (null: allocated and freed by this call).
     tile::StagingCache* staging_cache = nullptr;
+    /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
+    /// devices sharing one panel's tiles, each keeping the panel resident across its
+    /// runs). Called on the calling thread before each run, once no more of the tiles
+    /// handed out so far are still to come off the device than the plan has C slots (a
+    /// device holds no tiles it could not yet have on the device, which other devices
+    /// could take); returns the next [begin, end) of tile indices in the order the plan
+    /// walks C (c_grid() row-major, column-major for BPanelResident), or an empty range
+    /// to end the call. A range past the grid, or one with a tile handed out before, is
+    /// a UsageError. Tiles never handed out are neither computed nor written, and
+    /// `progress` still counts over the whole grid (it then never reaches 1); a panel
+    /// is uploaded when a run first needs it, and the next panel is not prefetched.
+    /// Null: every tile, in order.
+    std::function<std::pair<std::uint64_t, std::uint64_t>()> next_tiles = {};
+    /// Called with a C tile's index (as next_tiles numbers them) once that tile is
+    /// written — to the sink, or for a direct sink, into its memory — for bookkeeping
+    /// (which of next_tiles' runs are complete; drains may finish out of order). Runs
+    /// where `progress` does: on a writer thread, or the download queue's host thread,
+    /// which must not call the device; keep it short. A throw fails the call.
+    std::function<void(std::uint64_t)> tile_written = {};
 };
 
 struct GemmReport {

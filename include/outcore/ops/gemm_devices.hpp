@@ -9,23 +9,41 @@
 // C is cut into work units along the plan's panels (the panels a single device would
 // walk: rows of C tiles for A-panel and square-tile plans, columns for B-panel
 // plans), each panel split further along the other dimension only when there are
-// fewer than two panels per device. Devices take units from one shared queue as they
-// finish (not round-robin), so uneven edge units and slower devices do not stall the
-// end. Each unit is a GEMM on windows of A, B and C run by ops::gemm on that device —
-// its own plan, budget (GemmOptions::budget_bytes, or each device's recommended
-// working set), queues, heap and staging (pinned buffers kept per device across its
-// units; GemmOptions::staging_cache is not used) — so inside a unit the resident panel is
-// reused exactly as on one device, and units cut at panel boundaries move no more
-// bytes than one device would.
+// fewer than two panels per device. Devices take units as they finish (not
+// round-robin), so uneven edge units and slower devices do not stall the end.
+//
+// Panel reuse (BLASX's tile cache, kept where it pays: the resident panel). A device
+// keeps taking units of the panel it holds; only when that panel has none left does it
+// take another — an untouched panel first, else the one with the most units left, so no
+// device idles while a unit remains. All its units of one visit run in one ops::gemm
+// over the panel's window (GemmOptions::next_tiles: the GEMM asks for the next unit
+// once no more of its tiles are still to come off the device than it has C slots, so a
+// device holds no work another could take sooner; a lone device claims the whole panel
+// at once), so the panel's k-chunk slots stay on the device and
+// are uploaded once per visit, not once per unit: a split panel costs one upload per
+// device that works on it instead of one per piece. That GEMM runs the whole problem's
+// tiles (schedule, tile_m/n/k, group), so its slots are those of the plan's own panel
+// (no memory beyond what one device's plan holds, checked against each device's own
+// budget) and every C tile is computed exactly as on one device: C is bit for bit the
+// single-device result. A device whose budget cannot hold those tiles runs each unit as
+// its own GEMM, planned for that unit alone (as without reuse). DeviceShare::runs
+// counts the GEMMs (for panel plans, each uploads its panel once; square-tile plans
+// have no resident panel and gain only the bit-exact tiles).
+//
+// Each GEMM has its device's own plan, budget (GemmOptions::budget_bytes, or each
+// device's recommended working set), queues, heap and staging (pinned buffers kept per
+// device across its units; GemmOptions::staging_cache is not used). Units cut at panel
+// boundaries move no more bytes than one device would.
 //
 // Every device plans the problem before any starts, so one that cannot run it (a type
-// its kernels lack, a budget below the minimum) fails before anything is written.
-// Every element of C is written exactly once, by the unit that owns it. The first
-// failure (a device error, OutOfMemory, an I/O error) stops the other devices after
-// their current unit and is rethrown, after a log line naming the device; C then holds
-// only whole, correct C tiles (each is written after its last k-chunk), though a failed
-// unit may be partly written: with β ≠ 0 in place (c_in is C's memory) those tiles
-// already hold the result, so such a run cannot simply be repeated.
+// its kernels lack, a budget below the minimum) fails before anything is written. Every
+// element of C is written exactly once, by the unit that owns it (a unit is claimed by
+// one device only). The first failure (a device error, OutOfMemory, an I/O error) stops
+// the other devices after their current unit and is rethrown, after a log line naming
+// the device; C then holds only whole, correct C tiles (each is written after its last
+// k-chunk), though a failed unit may be partly written: with β ≠ 0 in place (c_in is
+// C's memory) those tiles already hold the result, so such a run cannot simply be
+// repeated.
 #pragma once
 
 #include <cstdint>
@@ -39,20 +57,27 @@ namespace outcore::ops {
 
 /// What one device did in a gemm_on_devices run.
 struct DeviceShare {
-    std::string device;                   ///< DeviceInfo::id(): "cuda:1"
-    std::uint64_t units = 0;              ///< work units it ran
+    std::string device;       ///< DeviceInfo::id(): "cuda:1"
+    std::uint64_t units = 0;  ///< work units it ran
+    /// GEMM calls it ran them in: one per unit, or one per panel visit when it keeps
+    /// the panel resident across units (for panel plans each call uploads its panel
+    /// once; square-tile plans upload no panel).
+    std::uint64_t runs = 0;
     std::uint64_t bytes_moved = 0;        ///< uploaded + downloaded over its units
-    std::uint64_t peak_device_bytes = 0;  ///< the largest peak of its units
+    std::uint64_t peak_device_bytes = 0;  ///< the largest peak of its runs
     std::uint64_t budget_bytes = 0;
-    double busy_seconds = 0;  ///< wall time inside its units
+    /// Wall time inside its GEMM calls (planning included), less the time it waited
+    /// there for the other devices' first claims. It includes the waits for its next
+    /// unit to be due (its last tiles are still on the device then).
+    double busy_seconds = 0;
     /// Its queues' busy times summed over its units (tile::PipelineStats).
     double upload_busy_seconds = 0, compute_busy_seconds = 0, download_busy_seconds = 0;
     /// Transfer time hidden behind compute, as a fraction of upload + download busy time.
     double hidden_transfer_fraction = 1.0;
 
-    /// Adds one unit's report (GemmReport or FilterReport).
+    /// Adds one run's report (GemmReport or FilterReport) that covered `unit_count` units.
     template <typename Report>
-    void add(const Report& r) {
+    void add(const Report& r, std::uint64_t unit_count = 1) {
         const double transfer = r.upload_busy_seconds + r.download_busy_seconds;
         const double before = upload_busy_seconds + download_busy_seconds;
         hidden_transfer_fraction =
@@ -60,7 +85,8 @@ struct DeviceShare {
                 ? (hidden_transfer_fraction * before + r.hidden_transfer_fraction * transfer) /
                       (before + transfer)
                 : 1.0;
-        units += 1;
+        units += unit_count;
+        runs += 1;
         bytes_moved += r.bytes_moved;
         peak_device_bytes = peak_device_bytes > r.peak_device_bytes ? peak_device_bytes : r.peak_device_bytes;
         budget_bytes = r.budget_bytes;
@@ -81,8 +107,11 @@ struct MultiGemmReport {
 };
 
 /// C = α·op(A)·op(B) + β·C over `devices` (at least one; a device listed twice is a
-/// UsageError). Options as for ops::gemm; `progress` is called with the fraction of
-/// units done. Does not commit() the sink.
+/// UsageError). Options as for ops::gemm (next_tiles and tile_written are not used);
+/// `progress` is called once per unit, after every C tile of it is written, with the
+/// fraction of units done: on the thread of the device that ran the unit (at its next
+/// claim or when its GEMM returns), never concurrently with itself; a throw from it
+/// fails the call as a device failure does. Does not commit() the sink.
 MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::MatrixSource& a,
                                 const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options);
 

@@ -224,6 +224,13 @@ public:
     void download_2d_to(SlotId src, std::uint64_t offset, void* host, const Copy2D& shape,
                         std::function<void()> done = {});
 
+    /// Records `event` on the download queue after every download issued so far: its
+    /// wait() returns once they have landed and rethrows a failure of the device work
+    /// they depend on. Lets a caller pace itself against the device even when nothing
+    /// on the host would see such a failure (direct transfers only: a failed queue
+    /// skips a download_2d_to's `done`, but still completes its records).
+    void record_downloads(Event& event);
+
     /// Waits for everything, rethrows the first failure, and returns the statistics.
     /// After it, the pipeline only answers stats(). Throws UsageError when called twice.
     PipelineStats finish();

@@ -2,22 +2,33 @@
 // budget, as GPUs of one host would be): results against the float64 reference,
 // every element written exactly once, each device's budget held, units handed out
 // dynamically, windows over transposed and β ≠ 0 operands, and a device that fails
-// mid-run (injected copy fault) leaving a clear error and only correct whole units.
+// mid-run (injected copy fault) leaving a clear error and only correct whole units;
+// a split panel kept resident on each device that works on it (uploaded once per
+// visit, C bit for bit the single-device result) and the panel hand-out policy.
 #include "outcore/ops/gemm_devices.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <set>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "devices_test_support.hpp"
 #include "gemm_test_support.hpp"
+#include "ops/unit_scheduler.hpp"
 #include "outcore/backends/cpu.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
@@ -59,6 +70,18 @@ private:
 
 using outcore::devices_test::cpu_devices;
 using outcore::devices_test::pointers;
+
+/// Runs `fn` on another thread; a call that has not returned after a minute is a hang:
+/// the process aborts (a hung test would otherwise stall the whole suite silently).
+template <typename F>
+auto within_a_minute(F&& fn) {
+    auto future = std::async(std::launch::async, std::forward<F>(fn));
+    if (future.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+        std::fprintf(stderr, "FATAL: the call did not return within a minute (a hang)\n");
+        std::abort();
+    }
+    return future.get();
+}
 
 TEST(GemmDevices, MatchesTheReferenceWritesEachElementOnceAndHoldsEveryBudget) {
     std::mt19937_64 rng(outcore::test::seed());
@@ -150,56 +173,553 @@ TEST(GemmDevices, ADeviceListedTwiceOrNoneIsAUsageError) {
 
 // Device 1's copies start failing mid-run: the call throws that device's error, the
 // others stop, nothing stays allocated, and every element written is correct (whole
-// C tiles only; the rest keep their poison).
+// C tiles only; the rest keep their poison). With every operand and C in
+// device-readable memory no host thread of the failing device ever sees the failure
+// (no staging buffer waits for a failed copy): the run must still end.
 TEST(GemmDevicesThreads, AFailingDeviceStopsTheRunAndCorruptsNothing) {
     std::mt19937_64 rng(outcore::test::seed());
-    int injected_runs = 0;
-    for (std::uint64_t nth : {1U, 3U, 8U}) {
-        auto good = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB, .index = 0});
-        auto bad = outcore::test::FaultyDevice::cpu({.total_memory_bytes = outcore::kGiB, .index = 1});
-        bad->fail_copy(nth, {.persistent = true});
-        std::vector<Device*> devices{good.get(), bad.get()};
-        Matrix a(400, 96, DType::F64, Layout::ColMajor), b(96, 400, DType::F64, Layout::ColMajor),
-            c(400, 400, DType::F64, Layout::ColMajor);
-        a.randomize(rng);
-        b.randomize(rng);
-        c.poison();
-        const outcore::io::HostMatrix ha = a.host(), hb = b.host();
-        CountingSink sink(c);
-        GemmOptions o;
-        o.type = DType::F64;
-        o.budget_bytes = 512 * 1024;
-        o.measure_rates = false;
-        bool threw = false;
-        try {
-            (void)outcore::ops::gemm_on_devices(devices, ha, hb, sink, o);
-        } catch (const outcore::BackendError& e) {
-            threw = true;
-            EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
-        }
-        // Device 1 fails if it took a unit before device 0 finished them all (it nearly
-        // always does); if it took none, the run must simply be complete.
-        EXPECT_EQ(threw, bad->injected() > 0) << "copy fault at " << nth;
-        injected_runs += threw ? 1 : 0;
-        const std::vector<double> want = outcore::gemm_test::reference(a, b, nullptr, o);
-        for (std::uint64_t j = 0; j < 400; ++j) {
-            for (std::uint64_t i = 0; i < 400; ++i) {
-                ASSERT_LE(sink.writes(i, j), 1U);
-                if (!threw) {
-                    ASSERT_EQ(sink.writes(i, j), 1U) << "a complete run writes everything";
+    for (const bool direct : {false, true}) {
+        int injected_runs = 0;
+        for (std::uint64_t nth : {1U, 3U, 8U, 200U}) {
+            SCOPED_TRACE(testing::Message() << (direct ? "direct" : "staged") << " C, copy fault at " << nth);
+            auto good = outcore::cpu::make_cpu_device({.total_memory_bytes = outcore::kGiB, .index = 0});
+            auto bad = outcore::test::FaultyDevice::cpu({.total_memory_bytes = outcore::kGiB, .index = 1});
+            bad->fail_copy(nth, {.persistent = true});
+            std::vector<Device*> devices{good.get(), bad.get()};
+            Matrix a(400, 96, DType::F64, Layout::ColMajor), b(96, 400, DType::F64, Layout::ColMajor),
+                c(400, 400, DType::F64, Layout::ColMajor);
+            a.randomize(rng);
+            b.randomize(rng);
+            c.poison();
+            outcore::io::HostMatrix ha = a.host(), hb = b.host(), hc = c.host();
+            ha.set_device_readable(direct);
+            hb.set_device_readable(direct);
+            hc.set_device_readable(direct);
+            CountingSink counting(c);
+            outcore::io::MatrixSink& sink = direct ? static_cast<outcore::io::MatrixSink&>(hc) : counting;
+            GemmOptions o;
+            o.type = DType::F64;
+            o.budget_bytes = 512 * 1024;
+            o.measure_rates = false;
+            // Small tiles: units of several C tiles, so a device waits between units.
+            o.schedule = outcore::tile::GemmSchedule::APanelResident;
+            o.tile_m = o.tile_n = 40;
+            o.tile_k = 32;
+            bool threw = false;
+            within_a_minute([&] {
+                try {
+                    (void)outcore::ops::gemm_on_devices(devices, ha, hb, sink, o);
+                } catch (const outcore::BackendError& e) {
+                    threw = true;
+                    EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
                 }
-                if (sink.writes(i, j) == 1) {
-                    ASSERT_NEAR(c.get(i, j), want[i + j * 400], 1e-12) << "(" << i << ", " << j << ")";
-                } else {
-                    ASSERT_TRUE(std::isnan(c.get(i, j))) << "an element changed without a write";
+            });
+            // Device 1 fails if it took a unit before device 0 finished them all (it
+            // always does: every device claims a unit before any claims a second).
+            EXPECT_EQ(threw, bad->injected() > 0);
+            injected_runs += threw ? 1 : 0;
+            const std::vector<double> want = outcore::gemm_test::reference(a, b, nullptr, o);
+            for (std::uint64_t j = 0; j < 400; ++j) {
+                for (std::uint64_t i = 0; i < 400; ++i) {
+                    // A direct sink is written by the device: no writes to count, but
+                    // every element is still either untouched or right.
+                    const std::uint32_t writes =
+                        direct ? (std::isnan(c.get(i, j)) ? 0 : 1) : counting.writes(i, j);
+                    ASSERT_LE(writes, 1U);
+                    if (!threw) {
+                        ASSERT_EQ(writes, 1U) << "a complete run writes everything";
+                    }
+                    if (writes == 1) {
+                        ASSERT_NEAR(c.get(i, j), want[i + j * 400], 1e-12) << "(" << i << ", " << j << ")";
+                    } else {
+                        ASSERT_TRUE(std::isnan(c.get(i, j))) << "an element changed without a write";
+                    }
                 }
             }
+            bad->disarm();
+            outcore::gemm_test::expect_nothing_held(*good);
+            outcore::gemm_test::expect_nothing_held(*bad);
         }
-        bad->disarm();
-        outcore::gemm_test::expect_nothing_held(*good);
-        outcore::gemm_test::expect_nothing_held(*bad);
+        EXPECT_GT(injected_runs, 0) << "no run reached the fault";
     }
-    EXPECT_GT(injected_runs, 0) << "no run reached the fault";
+}
+
+// ops::gemm fed its tiles run by run (GemmOptions::next_tiles), with A, B and C in
+// device-readable memory: a failure only the device's queues see (a copy fault, or a
+// progress callback throwing on the download queue's host thread) ends the call with
+// that failure instead of leaving it waiting for tiles that will never be written.
+TEST(GemmDevicesClaimed, AFailureOnlyTheQueuesSeeEndsTheCall) {
+    std::mt19937_64 rng(outcore::test::seed());
+    Matrix a(80, 96, DType::F64, Layout::ColMajor), b(96, 640, DType::F64, Layout::ColMajor),
+        c(80, 640, DType::F64, Layout::ColMajor);
+    a.randomize(rng);
+    b.randomize(rng);
+    outcore::io::HostMatrix ha = a.host(), hb = b.host(), hc = c.host();
+    ha.set_device_readable(true);
+    hb.set_device_readable(true);
+    hc.set_device_readable(true);
+    GemmOptions o;
+    o.type = DType::F64;
+    o.budget_bytes = 4 * kMiB;
+    o.measure_rates = false;
+    o.schedule = outcore::tile::GemmSchedule::APanelResident;
+    o.tile_m = o.tile_n = 40;
+    o.tile_k = 32;
+    // 2 × 16 tiles, handed out four at a time: every run but the first waits for the
+    // device to catch up (more tiles than the plan's C slots are described).
+    auto hand_out = [](std::uint64_t& next) {
+        return [&next]() -> std::pair<std::uint64_t, std::uint64_t> {
+            if (next >= 32) return {0, 0};
+            next += 4;
+            return {next - 4, next};
+        };
+    };
+    for (const std::uint64_t nth : {1U, 50U, 400U}) {
+        SCOPED_TRACE(testing::Message() << "copy fault at " << nth);
+        auto dev = outcore::test::FaultyDevice::cpu({.total_memory_bytes = outcore::kGiB});
+        dev->fail_copy(nth, {.persistent = true});
+        c.poison();
+        std::uint64_t next = 0;
+        GemmOptions claimed = o;
+        claimed.next_tiles = hand_out(next);
+        within_a_minute([&] {
+            EXPECT_THROW((void)outcore::ops::gemm(*dev, ha, hb, hc, claimed), outcore::BackendError);
+        });
+        EXPECT_GT(dev->injected(), 0U);
+        dev->disarm();
+        outcore::gemm_test::expect_nothing_held(*dev);
+    }
+    {
+        auto dev = outcore::gemm_test::make_device();
+        std::uint64_t next = 0;
+        GemmOptions claimed = o;
+        claimed.next_tiles = hand_out(next);
+        claimed.progress = [](double) { throw std::runtime_error("progress refused"); };
+        within_a_minute([&] {
+            try {
+                (void)outcore::ops::gemm(*dev, ha, hb, hc, claimed);
+                ADD_FAILURE() << "the progress callback's exception was lost";
+            } catch (const std::runtime_error& e) {
+                EXPECT_STREQ(e.what(), "progress refused");
+            }
+        });
+        outcore::gemm_test::expect_nothing_held(*dev);
+    }
+}
+
+// Tiles handed out in any order are computed exactly as a plain call computes them,
+// each reported to tile_written once; tiles never handed out are left alone; a range
+// past the grid or one repeating a tile is a UsageError.
+TEST(GemmDevicesClaimed, RunsTheTilesHandedOutAndReportsEachWritten) {
+    std::mt19937_64 rng(outcore::test::seed());
+    Matrix a(80, 96, DType::F64, Layout::ColMajor), b(96, 640, DType::F64, Layout::ColMajor);
+    a.randomize(rng);
+    b.randomize(rng);
+    const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+    GemmOptions o;
+    o.type = DType::F64;
+    o.budget_bytes = 4 * kMiB;
+    o.measure_rates = false;
+    o.writer_threads = 3;
+    o.schedule = outcore::tile::GemmSchedule::APanelResident;
+    o.tile_m = o.tile_n = 40;
+    o.tile_k = 32;
+    auto dev = outcore::gemm_test::make_device();
+    Matrix whole(80, 640, DType::F64, Layout::ColMajor);
+    outcore::io::HostMatrix hw = whole.host();
+    (void)outcore::ops::gemm(*dev, ha, hb, hw, o);
+
+    // 2 × 16 tiles, row-major: tile t is C rows 40·(t / 16), columns 40·(t % 16).
+    const std::vector<std::pair<std::uint64_t, std::uint64_t>> runs = {{20, 26}, {3, 5}, {16, 17}, {30, 32}};
+    std::set<std::uint64_t> handed;
+    for (const auto& [begin, end] : runs)
+        for (std::uint64_t t = begin; t < end; ++t) handed.insert(t);
+    Matrix c(80, 640, DType::F64, Layout::ColMajor);
+    c.poison();
+    outcore::io::HostMatrix hc = c.host();
+    std::size_t next = 0;
+    std::mutex mutex;
+    std::multiset<std::uint64_t> written;
+    GemmOptions claimed = o;
+    claimed.next_tiles = [&]() -> std::pair<std::uint64_t, std::uint64_t> {
+        return next < runs.size() ? runs[next++] : std::pair<std::uint64_t, std::uint64_t>{0, 0};
+    };
+    claimed.tile_written = [&](std::uint64_t t) {
+        std::lock_guard lock(mutex);
+        written.insert(t);
+    };
+    (void)outcore::ops::gemm(*dev, ha, hb, hc, claimed);
+    EXPECT_EQ(written, (std::multiset<std::uint64_t>(handed.begin(), handed.end())));
+    for (std::uint64_t j = 0; j < 640; ++j) {
+        for (std::uint64_t i = 0; i < 80; ++i) {
+            const std::uint64_t t = (i / 40) * 16 + j / 40;
+            if (handed.count(t) != 0) {
+                ASSERT_EQ(c.get(i, j), whole.get(i, j)) << "(" << i << ", " << j << ")";
+            } else {
+                ASSERT_TRUE(std::isnan(c.get(i, j))) << "tile " << t << " was never handed out";
+            }
+        }
+    }
+
+    for (const auto& bad : std::vector<std::vector<std::pair<std::uint64_t, std::uint64_t>>>{
+             {{0, 4}, {30, 33}}, {{0, 4}, {8, 12}, {3, 5}}}) {
+        std::size_t i = 0;
+        GemmOptions wrong = o;
+        wrong.next_tiles = [&]() -> std::pair<std::uint64_t, std::uint64_t> {
+            return i < bad.size() ? bad[i++] : std::pair<std::uint64_t, std::uint64_t>{0, 0};
+        };
+        EXPECT_THROW((void)outcore::ops::gemm(*dev, ha, hb, hc, wrong), outcore::UsageError);
+    }
+    outcore::gemm_test::expect_nothing_held(*dev);
+}
+
+/// A CountingSink whose writes of some C tiles take a while, and which notes the
+/// threads it is written from.
+class SlowSink final : public outcore::io::MatrixSink {
+public:
+    SlowSink(Matrix& m, std::uint64_t slow_every_col)
+        : counting_(m), m_(m), slow_every_col_(slow_every_col) {}
+    [[nodiscard]] std::uint64_t rows() const noexcept override { return m_.rows; }
+    [[nodiscard]] std::uint64_t cols() const noexcept override { return m_.cols; }
+    [[nodiscard]] DType dtype() const noexcept override { return m_.type; }
+    [[nodiscard]] std::uint32_t writes(std::uint64_t i, std::uint64_t j) const {
+        return counting_.writes(i, j);
+    }
+    [[nodiscard]] std::set<std::thread::id> threads() const {
+        std::lock_guard lock(mutex_);
+        return threads_;
+    }
+
+private:
+    void do_write(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,
+                  const std::byte* src, std::uint64_t ld) override {
+        {
+            std::lock_guard lock(mutex_);
+            threads_.insert(std::this_thread::get_id());
+        }
+        if (col0 % slow_every_col_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        counting_.write(row0, col0, rows, cols, src, ld);
+    }
+
+    CountingSink counting_;
+    Matrix& m_;
+    std::uint64_t slow_every_col_;
+    mutable std::mutex mutex_;
+    std::set<std::thread::id> threads_;
+};
+
+// Progress is called once per unit only after every tile of that unit is written,
+// though drains finish out of order (several writer threads, each unit's first tile
+// slow to write), and on the devices' own threads, never on a pipeline thread.
+TEST(GemmDevicesReuse, ProgressComesFromTheDeviceThreadsOnceAUnitIsWritten) {
+    std::mt19937_64 rng(outcore::test::seed());
+    // One A panel of 16 tiles, split for 2 devices into 4 units of 4 tiles: unit u is
+    // C columns [256·u, 256·u + 256).
+    Matrix a(64, 64, DType::F64, Layout::ColMajor), b(64, 1024, DType::F64, Layout::ColMajor),
+        c(64, 1024, DType::F64, Layout::ColMajor);
+    a.randomize(rng);
+    b.randomize(rng);
+    c.poison();
+    const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+    SlowSink sink(c, 256);
+    GemmOptions o;
+    o.type = DType::F64;
+    o.budget_bytes = 4 * kMiB;
+    o.measure_rates = false;
+    o.writer_threads = 4;
+    o.schedule = outcore::tile::GemmSchedule::APanelResident;
+    o.tile_m = o.tile_n = o.tile_k = 64;
+    std::mutex mutex;
+    std::set<std::thread::id> progress_threads;
+    int calls = 0;
+    o.progress = [&](double f) {
+        std::lock_guard lock(mutex);
+        ++calls;
+        progress_threads.insert(std::this_thread::get_id());
+        std::uint64_t whole_units = 0;
+        for (std::uint64_t u = 0; u < 4; ++u) {
+            bool all = true;
+            for (std::uint64_t j = 256 * u; j < 256 * (u + 1) && all; ++j)
+                for (std::uint64_t i = 0; i < 64 && all; ++i) all = sink.writes(i, j) == 1;
+            whole_units += all ? 1 : 0;
+        }
+        EXPECT_GE(whole_units, static_cast<std::uint64_t>(std::llround(f * 4))) << "a unit reported early";
+    };
+    auto owned = cpu_devices(2);
+    const outcore::ops::MultiGemmReport r = outcore::ops::gemm_on_devices(pointers(owned), ha, hb, sink, o);
+    ASSERT_EQ(r.units, 4U);
+    EXPECT_EQ(calls, 4);
+    for (const std::thread::id& t : sink.threads())
+        EXPECT_EQ(progress_threads.count(t), 0U) << "progress ran on a writer thread";
+}
+
+// One panel cut into units (fewer panels than two per device): each device that works
+// on it uploads the panel once, not once per unit — one device taking every unit moves
+// exactly the single-device bytes — and C is the single-device result bit for bit.
+TEST(GemmDevicesReuse, ASplitPanelIsUploadedOncePerDeviceThatWorksOnIt) {
+    std::mt19937_64 rng(outcore::test::seed());
+    for (const auto schedule :
+         {outcore::tile::GemmSchedule::APanelResident, outcore::tile::GemmSchedule::BPanelResident}) {
+        const bool a_panel = schedule == outcore::tile::GemmSchedule::APanelResident;
+        // A single panel of 8 tiles: 64 rows of C (A panel) or 64 columns (B panel).
+        const std::uint64_t m = a_panel ? 64 : 512, n = a_panel ? 512 : 64, k = 256;
+        Matrix a(m, k, DType::F64, Layout::ColMajor), b(k, n, DType::F64, Layout::ColMajor);
+        a.randomize(rng);
+        b.randomize(rng);
+        const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+        GemmOptions o;
+        o.type = DType::F64;
+        o.budget_bytes = 4 * kMiB;
+        o.measure_rates = false;
+        o.schedule = schedule;
+        o.tile_m = 64;
+        o.tile_n = 64;
+        o.tile_k = 64;
+        Matrix single(m, n, DType::F64, Layout::ColMajor);
+        single.poison();
+        outcore::io::HostMatrix hs = single.host();
+        auto one = cpu_devices(1);
+        const outcore::ops::GemmReport s = outcore::ops::gemm(*one[0], ha, hb, hs, o);
+        const std::uint64_t panel_bytes = (a_panel ? m : n) * k * sizeof(double);
+        for (const std::size_t count : {1U, 2U, 3U}) {
+            auto owned = cpu_devices(count);
+            Matrix c(m, n, DType::F64, Layout::ColMajor);
+            c.poison();
+            CountingSink sink(c);
+            const outcore::ops::MultiGemmReport r =
+                outcore::ops::gemm_on_devices(pointers(owned), ha, hb, sink, o);
+            SCOPED_TRACE(testing::Message() << (a_panel ? "A" : "B") << " panel, " << count << " devices, "
+                                            << r.units << " units");
+            ASSERT_EQ(r.plan.c_grid().count(), 8U);
+            ASSERT_GE(r.units, 2 * count) << "the panel is split";
+            // Without reuse every unit uploads the panel: (units - 1) more than one device.
+            EXPECT_LE(r.bytes_moved, s.bytes_moved + (count - 1) * panel_bytes);
+            if (count == 1) {
+                EXPECT_EQ(r.bytes_moved, s.bytes_moved);
+            }
+            std::uint64_t runs = 0;
+            for (const outcore::ops::DeviceShare& d : r.devices) {
+                runs += d.runs;
+                EXPECT_LE(d.runs, d.units) << d.device;
+                EXPECT_LE(d.peak_device_bytes, o.budget_bytes) << d.device;
+            }
+            EXPECT_LE(runs, count);
+            EXPECT_EQ(r.bytes_moved, s.bytes_moved + (runs - 1) * panel_bytes) << "one upload per visit";
+            EXPECT_TRUE(c.storage == single.storage) << "C differs from the single-device result";
+            for (std::uint64_t j = 0; j < n; ++j)
+                for (std::uint64_t i = 0; i < m; ++i)
+                    ASSERT_EQ(sink.writes(i, j), 1U) << "(" << i << ", " << j << ")";
+            for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
+        }
+    }
+}
+
+// Whatever the plan (planner's choice or a forced schedule), several devices compute
+// C bit for bit as one device does, and move no byte beyond one panel upload per
+// extra visit of a panel (square-tile plans: exactly the single-device bytes).
+TEST(GemmDevicesReuse, EqualsTheSingleDeviceResultBitForBit) {
+    std::mt19937_64 rng(outcore::test::seed());
+    using outcore::tile::GemmSchedule;
+    const std::optional<GemmSchedule> schedules[] = {
+        std::nullopt, GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident};
+    for (int trial = 0; trial < 8; ++trial) {
+        const std::size_t count = 1 + rng() % 4;
+        GemmOptions o;
+        o.type = rng() % 2 == 0 ? DType::F64 : DType::F32;
+        o.trans_a = rng() % 2 == 0;
+        o.trans_b = rng() % 2 == 0;
+        o.beta = rng() % 2 == 0 ? 0.0 : 0.75;
+        o.budget_bytes = (1 + rng() % 4) * 192 * 1024;
+        o.measure_rates = false;
+        o.schedule = schedules[trial % 4];
+        const std::uint64_t m = 60 + rng() % 300, n = 60 + rng() % 300, k = 40 + rng() % 200;
+        Matrix a(o.trans_a ? k : m, o.trans_a ? m : k, o.type, Layout::ColMajor);
+        Matrix b(o.trans_b ? n : k, o.trans_b ? k : n, o.type, Layout::RowMajor);
+        Matrix c0(m, n, o.type, Layout::ColMajor);
+        a.randomize(rng);
+        b.randomize(rng);
+        c0.randomize(rng);
+        outcore::io::HostMatrix ha = a.host(), hb = b.host(), hc0 = c0.host();
+        ha.set_device_readable(rng() % 2 == 0);
+        o.c_in = o.beta != 0.0 ? &hc0 : nullptr;
+        Matrix single(m, n, o.type, Layout::ColMajor), c(m, n, o.type, Layout::ColMajor);
+        single.poison();
+        c.poison();
+        outcore::io::HostMatrix hs = single.host(), hc = c.host();
+        auto owned = cpu_devices(count);
+        const outcore::ops::GemmReport s = outcore::ops::gemm(*owned[0], ha, hb, hs, o);
+        const outcore::ops::MultiGemmReport r = outcore::ops::gemm_on_devices(pointers(owned), ha, hb, hc, o);
+        SCOPED_TRACE(testing::Message()
+                     << count << " devices, " << m << "x" << n << "x" << k << " "
+                     << to_string(r.plan.schedule) << " tiles " << r.plan.tile_m << "x" << r.plan.tile_n
+                     << "x" << r.plan.tile_k << ", " << r.units << " units");
+        EXPECT_TRUE(c.storage == single.storage) << "C differs from the single-device result";
+        const bool a_panel = r.plan.schedule == GemmSchedule::APanelResident;
+        const bool b_panel = r.plan.schedule == GemmSchedule::BPanelResident;
+        const std::uint64_t panels = a_panel ? r.plan.c_grid().tile_rows() : r.plan.c_grid().tile_cols();
+        std::uint64_t runs = 0;
+        for (const outcore::ops::DeviceShare& d : r.devices) runs += d.runs;
+        EXPECT_LE(runs, r.units);
+        if (a_panel || b_panel) {
+            const std::uint64_t w = outcore::dtype_bytes(o.type);
+            const std::uint64_t panel_bytes = (a_panel ? r.plan.tile_m : r.plan.tile_n) * k * w;
+            ASSERT_GE(runs, panels);
+            EXPECT_GE(r.bytes_moved, s.bytes_moved);
+            EXPECT_LE(r.bytes_moved, s.bytes_moved + (runs - panels) * panel_bytes);
+        } else {
+            EXPECT_EQ(r.bytes_moved, s.bytes_moved);
+        }
+        for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
+    }
+}
+
+// A device whose budget cannot hold the first device's tiles runs each unit as its own
+// GEMM, planned for its budget (one run per unit), next to a device that keeps its
+// panels resident; C is still right, written once, and each budget held.
+TEST(GemmDevicesReuse, ADeviceThatCannotHoldThePlansTilesRunsPlainUnits) {
+    std::mt19937_64 rng(outcore::test::seed());
+    std::vector<std::unique_ptr<Device>> owned;
+    owned.push_back(outcore::cpu::make_cpu_device({.total_memory_bytes = 2 * kMiB, .index = 0}));
+    owned.push_back(outcore::cpu::make_cpu_device({.total_memory_bytes = 160 * 1024, .index = 1}));
+    Matrix a(512, 256, DType::F64, Layout::ColMajor), b(256, 512, DType::F64, Layout::ColMajor),
+        c(512, 512, DType::F64, Layout::ColMajor);
+    a.randomize(rng);
+    b.randomize(rng);
+    c.poison();
+    const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+    CountingSink sink(c);
+    GemmOptions o;
+    o.type = DType::F64;
+    o.measure_rates = false;  // budget 0: each device's own working set
+    const outcore::ops::MultiGemmReport r = outcore::ops::gemm_on_devices(pointers(owned), ha, hb, sink, o);
+    SCOPED_TRACE(testing::Message() << to_string(r.plan.schedule) << " tiles " << r.plan.tile_m << "x"
+                                    << r.plan.tile_n << "x" << r.plan.tile_k << ", " << r.units << " units");
+    const outcore::ops::DeviceShare& small = r.devices[1];
+    ASSERT_GT(small.units, 0U) << "the small device took no unit";
+    EXPECT_EQ(small.runs, small.units);
+    EXPECT_LE(small.peak_device_bytes, small.budget_bytes);
+    EXPECT_LE(r.devices[0].peak_device_bytes, r.devices[0].budget_bytes);
+    // What makes the second device run plain units: the plan's tiles, forced on a
+    // window of the first (largest) panel as a resident run would be, do not fit its
+    // budget — while they fit the first device's.
+    {
+        const bool b_panel = r.plan.schedule == outcore::tile::GemmSchedule::BPanelResident;
+        const std::uint64_t rows = b_panel ? 512 : std::min<std::uint64_t>(r.plan.tile_m, 512);
+        const std::uint64_t cols = b_panel ? std::min<std::uint64_t>(r.plan.tile_n, 512) : 512;
+        Matrix wa(rows, 256, DType::F64, Layout::ColMajor), wb(256, cols, DType::F64, Layout::ColMajor),
+            wc(rows, cols, DType::F64, Layout::ColMajor);
+        const outcore::io::HostMatrix hwa = wa.host(), hwb = wb.host();
+        outcore::io::HostMatrix hwc = wc.host();
+        GemmOptions forced = o;
+        forced.schedule = r.plan.schedule;
+        forced.tile_m = r.plan.tile_m;
+        forced.tile_n = r.plan.tile_n;
+        forced.tile_k = r.plan.tile_k;
+        forced.group = r.plan.group;
+        EXPECT_NO_THROW((void)outcore::ops::plan_gemm(*owned[0], hwa, hwb, hwc, forced));
+        EXPECT_THROW((void)outcore::ops::plan_gemm(*owned[1], hwa, hwb, hwc, forced), outcore::UsageError)
+            << "the small device could hold the plan's tiles: the fallback is not exercised";
+    }
+    const std::vector<double> want = outcore::gemm_test::reference(a, b, nullptr, o);
+    EXPECT_LT(outcore::gemm_test::relative_error(c, want),
+              outcore::gemm_test::error_bound(DType::F64, {}, 256));
+    for (std::uint64_t j = 0; j < 512; ++j)
+        for (std::uint64_t i = 0; i < 512; ++i)
+            ASSERT_EQ(sink.writes(i, j), 1U) << "(" << i << ", " << j << ")";
+    for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
+}
+
+// The hand-out policy: a device stays on its panel; a free one takes an untouched
+// panel first, then joins the panel with the most units left; nothing after stop().
+TEST(PanelQueue, KeepsAPanelThenTakesAnUntouchedOneThenTheFullest) {
+    using outcore::ops::detail::PanelQueue;
+    const std::size_t sizes[] = {3, 1, 2};
+    PanelQueue q(sizes, 1);
+    auto pair = [](const std::optional<PanelQueue::Visit>& v) {
+        return v ? std::pair{v->panel, v->unit} : std::pair{SIZE_MAX, SIZE_MAX};
+    };
+    using P = std::pair<std::size_t, std::size_t>;
+    EXPECT_EQ(pair(q.first_visit()), (P{0, 0}));
+    EXPECT_EQ(q.next(0), 1U);
+    EXPECT_EQ(pair(q.visit()), (P{1, 3}));
+    EXPECT_EQ(q.next(1), std::nullopt);
+    EXPECT_EQ(pair(q.visit()), (P{2, 4}));
+    // Every panel is visited: join the one with the most units left (0: one, 2: one).
+    EXPECT_EQ(pair(q.visit()), (P{0, 2}));
+    EXPECT_EQ(pair(q.visit()), (P{2, 5}));
+    EXPECT_EQ(q.visit(), std::nullopt);
+
+    PanelQueue stopped(sizes, 1);
+    (void)stopped.first_visit();
+    stopped.stop();
+    EXPECT_EQ(stopped.next(0), std::nullopt);
+    EXPECT_EQ(stopped.visit(), std::nullopt);
+}
+
+// Every device takes its first unit before any takes a second: a device that started
+// early waits for the others' first visits instead of running through a whole panel.
+TEST(PanelQueueThreads, EveryDeviceTakesAUnitBeforeAnyTakesTwo) {
+    using outcore::ops::detail::PanelQueue;
+    const std::size_t sizes[] = {4};
+    PanelQueue q(sizes, 2);
+    ASSERT_EQ(q.first_visit()->unit, 0U);
+    std::atomic<bool> returned{false};
+    std::optional<std::size_t> second;
+    std::thread early([&] {
+        second = q.next(0);
+        returned.store(true);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(returned.load()) << "the second claim did not wait for the other device";
+    const std::optional<PanelQueue::Visit> late = q.first_visit();
+    early.join();
+    ASSERT_TRUE(late.has_value());
+    EXPECT_EQ(late->unit, 1U);
+    EXPECT_EQ(second, 2U);
+
+    // stop() ends the wait.
+    PanelQueue stopped(sizes, 2);
+    (void)stopped.first_visit();
+    std::thread waiting([&] { EXPECT_EQ(stopped.next(0), std::nullopt); });
+    stopped.stop();
+    waiting.join();
+}
+
+// A queue made for another number of devices is refused (its first-claim barrier would
+// wait forever for a device that never comes).
+TEST(PanelQueueThreads, AQueueForAnotherDeviceCountIsAUsageError) {
+    using outcore::ops::detail::PanelQueue;
+    auto owned = cpu_devices(2);
+    const std::size_t sizes[] = {4};
+    for (const std::size_t made_for : {1U, 3U}) {
+        PanelQueue q(sizes, made_for);
+        within_a_minute([&] {
+            EXPECT_THROW(outcore::ops::detail::run_panels(pointers(owned), q, "test",
+                                                          [&](std::size_t, PanelQueue::Visit v) {
+                                                              while (q.next(v.panel)) {}
+                                                          }),
+                         outcore::UsageError)
+                << made_for;
+        });
+    }
+}
+
+// Threads taking panels and their units hand out every unit exactly once.
+TEST(PanelQueueThreads, HandsOutEveryUnitExactlyOnce) {
+    using outcore::ops::detail::PanelQueue;
+    auto owned = cpu_devices(4);
+    const std::vector<std::size_t> sizes = {5, 1, 7, 3, 2};
+    PanelQueue q(sizes, owned.size());
+    std::mutex mutex;
+    std::multiset<std::size_t> taken;
+    outcore::ops::detail::run_panels(pointers(owned), q, "test", [&](std::size_t, PanelQueue::Visit v) {
+        for (std::optional<std::size_t> u = v.unit; u; u = q.next(v.panel)) {
+            std::lock_guard lock(mutex);
+            taken.insert(*u);
+        }
+    });
+    ASSERT_EQ(taken.size(), 18U);
+    for (std::size_t u = 0; u < 18; ++u) EXPECT_EQ(taken.count(u), 1U) << u;
 }
 
 }  // namespace
