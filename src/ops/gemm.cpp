@@ -259,7 +259,6 @@ tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options) {
         if (limits.link_duplex_bytes_per_second == 0) {
             limits.link_duplex_bytes_per_second = measured.link_duplex_bytes_per_second;
         }
-        limits.link_run_efficiency = measured.link_run_efficiency;
         // A measured single rate is refined per tile shape (tile/limits.hpp); a rate the
         // caller gave is taken as it is.
         if (options.compute_flops == 0 && limits.compute_flops > 0) {

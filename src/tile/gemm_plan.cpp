@@ -55,25 +55,6 @@ struct Context {
     bool timed = false;  // both rates known: minimise time, else bytes
 };
 
-// Element sizes as the link sees them: bytes per element over the efficiency of the
-// operand's 2-D copies. A tile of a column-major matrix goes as one run per stored
-// column, unless it spans whole columns (one contiguous run). With staged (packed)
-// sources the copies are 1-D and this is pessimistic; pinned sources copy in 2-D.
-struct LinkWeights {
-    double a = 0, b = 0, c = 0;
-};
-
-LinkWeights link_weights(const Context& cx, const Axis& am, const Axis& an, const Axis& ak) {
-    const GemmProblem& p = cx.problem;
-    auto weight = [&](std::uint64_t run, std::uint64_t extent, std::uint64_t bytes) {
-        const auto b = static_cast<double>(bytes);
-        return run >= extent ? b : b / detail::run_efficiency(cx.limits, run * bytes);
-    };
-    // A is stored m×k (columns run along m) or, transposed, k×m; likewise B.
-    return {p.trans_a ? weight(ak.tile, p.k, cx.w) : weight(am.tile, p.m, cx.w),
-            p.trans_b ? weight(an.tile, p.n, cx.w) : weight(ak.tile, p.k, cx.w), weight(am.tile, p.m, cx.wc)};
-}
-
 std::uint32_t ring_slots(Count uploads, std::uint32_t depth) {
     return uploads.ok() && uploads.value() < depth ? static_cast<std::uint32_t>(uploads.value()) : depth;
 }
@@ -145,7 +126,7 @@ double ring_chain_seconds(const Context& cx, GemmSchedule s, const Axis& am, con
                           const GemmPlan& c, double tiles) {
     const double flops = cx.limits.compute_flops;
     const auto k = static_cast<double>(cx.problem.k);
-    const LinkWeights lw = link_weights(cx, am, an, ak);
+    const auto w = static_cast<double>(cx.w);
     const double mm = static_cast<double>(am.sum) / static_cast<double>(am.count);
     const double mn = static_cast<double>(an.sum) / static_cast<double>(an.count);
     const bool a_streamed = s != GemmSchedule::APanelResident;
@@ -155,7 +136,7 @@ double ring_chain_seconds(const Context& cx, GemmSchedule s, const Axis& am, con
                                                                        : c.b_slots);
     const auto kc = static_cast<double>(ak.count);
     const double kt = ak.count % ring == 0 ? static_cast<double>(ak.tile) : k / kc;
-    const double up = (a_streamed ? mm * kt * lw.a : 0.0) + (b_streamed ? kt * mn * lw.b : 0.0);
+    const double up = ((a_streamed ? mm * kt : 0.0) + (b_streamed ? kt * mn : 0.0)) * w;
     const double operand =
         tiles * kc / static_cast<double>(ring) * (cx.link.up_seconds(up) + 2.0 * mm * mn * kt / flops);
     // Likewise the C ring: tile j + c_slots takes tile j's slot once it is down. With
@@ -169,8 +150,8 @@ double ring_chain_seconds(const Context& cx, GemmSchedule s, const Axis& am, con
     const bool same_column = row.count % c_ring == 0;
     const double cm = along_m && same_column ? static_cast<double>(am.tile) : mm;
     const double cn = !along_m && same_column ? static_cast<double>(an.tile) : mn;
-    const double c_bytes = cm * cn * lw.c;
-    const double tile_operands = (a_streamed ? cm * k * lw.a : 0.0) + (b_streamed ? k * cn * lw.b : 0.0);
+    const double c_bytes = cm * cn * static_cast<double>(cx.wc);
+    const double tile_operands = ((a_streamed ? cm * k : 0.0) + (b_streamed ? k * cn : 0.0)) * w;
     const double tile_gemm = 2.0 * cm * cn * k / flops;
     const double before_down =
         cx.problem.beta_nonzero
@@ -188,12 +169,12 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
     const auto tn = static_cast<double>(an.tile);
     const auto tk = static_cast<double>(ak.tile);
     const auto k = static_cast<double>(cx.problem.k);
-    const LinkWeights lw = link_weights(cx, am, an, ak);
-    const double c_tile = tm * tn * lw.c;
+    const auto w = static_cast<double>(cx.w);
+    const double c_tile = tm * tn * static_cast<double>(cx.wc);
     const double c_up = cx.problem.beta_nonzero ? c_tile : 0.0;
     const double step = 2.0 * tm * tn * tk / flops;
     const double fixed =
-        c.call_overhead_seconds + cx.link.down_seconds(static_cast<double>(am.last * an.last) * lw.c);
+        c.call_overhead_seconds + cx.link.down_seconds(static_cast<double>(am.last * an.last * cx.wc));
 
     const bool a_panel = s == GemmSchedule::APanelResident;
     const std::uint64_t rows = a_panel ? am.count : an.count;     // panels
@@ -209,7 +190,7 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
         // except at the ends. Compute-bound: fill + compute; link-bound: every upload
         // back to back, then the last chunk's GEMM. Drain and call costs on top.
         if (one_panel_slot) return c.transfer_seconds + c.compute_seconds + fixed;
-        const double fill = cx.link.up_seconds(tm * tk * lw.a + tk * tn * lw.b + c_up);
+        const double fill = cx.link.up_seconds((tm * tk + tk * tn) * w + c_up);
         const double tiles = static_cast<double>(am.count) * static_cast<double>(an.count);
         return std::max({fill + c.compute_seconds, c.transfer_seconds + step, chain(tiles)}) + fixed;
     }
@@ -222,11 +203,11 @@ double estimate_seconds(const Context& cx, GemmSchedule s, const Axis& am, const
     // the problem's exactly: with full tiles, a small tail (213 of 512 rows) was
     // charged as a whole tile, which overestimated link-bound runs by 1.5x.
     const double mk = k / static_cast<double>(ak.count);
-    const double chunk = a_panel ? mm * mk * lw.a : mk * mn * lw.b;
+    const double chunk = (a_panel ? mm * mk : mk * mn) * w;
     const double panel = chunk * static_cast<double>(ak.count);
-    const double streamed = a_panel ? k * mn * lw.b : mm * k * lw.a;  // per C tile
+    const double streamed = (a_panel ? k * mn : mm * k) * w;  // per C tile
     const double tile_s = 2.0 * mm * mn * k / flops;
-    const double c_mean = mm * mn * lw.c;
+    const double c_mean = mm * mn * static_cast<double>(cx.wc);
     const double c_mean_up = cx.problem.beta_nonzero ? c_mean : 0.0;
     // A phase of `tiles` C tiles (tiles·k_chunks GEMM steps) overlaps its link and
     // compute work chunk by chunk: the slower side plus one piece of the faster one
@@ -307,21 +288,12 @@ bool fill_cost(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an
     out.compute_seconds = flops > 0 ? out.flop_count / flops : 0.0;
     out.call_overhead_seconds =
         flops > 0 ? static_cast<double>(out.kernel_calls) * cx.limits.kernel_call_seconds : 0.0;
-    // Times count each operand's bytes at its copies' efficiency (link_weights).
-    const LinkWeights lw = link_weights(cx, am, an, ak);
-    const auto kd = static_cast<double>(p.k);
-    const double c_link = static_cast<double>(am.sum) * static_cast<double>(an.sum) * lw.c;
-    const double up_link = static_cast<double>(am.sum) * kd * static_cast<double>(a_reads.value()) * lw.a +
-                           static_cast<double>(an.sum) * kd * static_cast<double>(b_reads.value()) * lw.b +
-                           (p.beta_nonzero ? c_link : 0.0);
-    out.transfer_seconds = cx.link.seconds(up_link, c_link);
+    out.transfer_seconds =
+        cx.link.seconds(static_cast<double>(out.bytes_to_device), static_cast<double>(out.bytes_to_host));
     // Informative: the wait before the first GEMM and after the last one.
-    const auto tm = static_cast<double>(am.tile);
-    const auto tn = static_cast<double>(an.tile);
-    const auto tk = static_cast<double>(ak.tile);
-    out.fill_seconds =
-        cx.link.up_seconds(tm * tk * lw.a + tk * tn * lw.b + (p.beta_nonzero ? tm * tn * lw.c : 0.0));
-    out.drain_seconds = cx.link.down_seconds(static_cast<double>(am.last * an.last) * lw.c);
+    out.fill_seconds = cx.link.up_seconds(static_cast<double>(
+        (am.tile * ak.tile + ak.tile * an.tile) * cx.w + (p.beta_nonzero ? am.tile * an.tile * cx.wc : 0)));
+    out.drain_seconds = cx.link.down_seconds(static_cast<double>(am.last * an.last * cx.wc));
     out.total_seconds = cx.timed ? estimate_seconds(cx, s, am, an, ak, out) : 0.0;
     return true;
 }

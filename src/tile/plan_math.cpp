@@ -65,12 +65,6 @@ void validate_limits(const PlanLimits& limits, std::string_view op) {
         throw UsageError("tile", fmt::format("{}: max_buffer_bytes {} is below the offset alignment {}", op,
                                              limits.max_buffer_bytes, limits.min_offset_alignment));
     }
-    for (const double e : limits.link_run_efficiency) {
-        if (!(e > 0 && e <= 1)) {
-            throw UsageError(
-                "tile", fmt::format("{}: link_run_efficiency entries must be in (0, 1] (got {})", op, e));
-        }
-    }
     for (const double rate :
          {limits.compute_flops, limits.link_bytes_per_second, limits.link_d2h_bytes_per_second,
           limits.link_duplex_bytes_per_second, limits.kernel_call_seconds}) {
@@ -88,16 +82,6 @@ LinkModel link_model(const PlanLimits& limits) noexcept {
                                                                    : limits.link_bytes_per_second;
     m.duplex_bytes_per_second = limits.link_duplex_bytes_per_second;
     return m;
-}
-
-double run_efficiency(const PlanLimits& limits, std::uint64_t run_bytes) noexcept {
-    // Runs of 4, 8, 16, 32 KiB take the table's entry; shorter ones the first, longer
-    // ones (up to 64 KiB) the last, and 64 KiB and more go at the full rate.
-    constexpr std::uint64_t kFull = 64 * 1024;
-    if (run_bytes >= kFull) return 1.0;
-    std::size_t i = 0;
-    while (i + 1 < limits.link_run_efficiency.size() && run_bytes >= (std::uint64_t{8} << i) * 1024) ++i;
-    return limits.link_run_efficiency[i];
 }
 
 double LinkModel::up_seconds(double bytes) const noexcept {

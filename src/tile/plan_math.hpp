@@ -84,10 +84,6 @@ struct LinkModel {
 };
 [[nodiscard]] LinkModel link_model(const PlanLimits& limits) noexcept;
 
-/// The fraction of the link rate a copy reaches whose contiguous runs are `run_bytes`
-/// long (PlanLimits::link_run_efficiency; a whole contiguous copy: 1).
-[[nodiscard]] double run_efficiency(const PlanLimits& limits, std::uint64_t run_bytes) noexcept;
-
 /// a < b beyond rounding noise (relative 1e-12).
 [[nodiscard]] bool clearly_less(double a, double b) noexcept;
 

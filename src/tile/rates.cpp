@@ -1,6 +1,5 @@
 #include "outcore/tile/rates.hpp"
 
-#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -113,38 +112,7 @@ double measure_shape(Device& device, Queue& q, const GemmShape& s) {
 
 struct LinkRates {
     double up = 0, down = 0, duplex = 0;
-    std::array<double, 4> runs{1.0, 1.0, 1.0, 1.0};
 };
-
-constexpr std::uint64_t kRunProbeBytes = 64 * kMiB;
-
-/// 2-D uploads of 4, 8, 16 and 32 KiB runs (host pitch twice the run) against a 1-D
-/// upload of the same bytes: each a fraction in (0, 1].
-std::array<double, 4> measure_runs(Device& device, Queue& up) {
-    std::array<double, 4> eff{1.0, 1.0, 1.0, 1.0};
-    Block host =
-        device.allocate({.bytes = 2 * kRunProbeBytes, .kind = MemoryKind::HostPinned, .tag = "rates.host"});
-    Block dev = device.allocate({.bytes = kRunProbeBytes, .kind = MemoryKind::Device, .tag = "rates.device"});
-    up.fill(BufferView(host), std::byte{3});
-    up.synchronize();
-    const double flat = best_time([&] {
-        up.upload(host.host(), BufferView(dev));
-        up.synchronize();
-    });
-    for (std::size_t i = 0; i < eff.size(); ++i) {
-        const std::uint64_t run = (std::uint64_t{4} << i) * kKiB;
-        const Copy2D shape{.width_bytes = run,
-                           .rows = kRunProbeBytes / run,
-                           .host_pitch_bytes = 2 * run,
-                           .buffer_pitch_bytes = run};
-        const double t = best_time([&] {
-            up.upload_2d(host.host(), BufferView(dev), shape);
-            up.synchronize();
-        });
-        if (t > 0 && flat > 0) eff[i] = std::clamp(flat / t, 0.05, 1.0);
-    }
-    return eff;
-}
 
 LinkRates measure_link(Device& device, Queue& up, Queue& down) {
     LinkRates r;
@@ -183,11 +151,6 @@ LinkRates measure_link(Device& device, Queue& up, Queue& down) {
         } catch (const OutOfMemory&) {
             break;
         }
-    }
-    try {
-        r.runs = measure_runs(device, up);
-    } catch (const OutOfMemory&) {
-        // keep 1: runs cost nothing extra as far as the planner knows
     }
     return r;
 }
@@ -259,7 +222,6 @@ void set_link(DeviceRates& r, const LinkRates& link) {
     r.upload_bytes_per_second = link.up;
     r.download_bytes_per_second = link.down;
     r.duplex_bytes_per_second = link.duplex;
-    r.upload_run_efficiency = link.runs;
 }
 
 double* gemm_field(DeviceRates& r, DType type, GemmCompute compute) {
@@ -359,7 +321,6 @@ void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, Plan
         limits.link_d2h_bytes_per_second = rates.download_bytes_per_second;
     if (rates.duplex_bytes_per_second > 0)
         limits.link_duplex_bytes_per_second = rates.duplex_bytes_per_second;
-    limits.link_run_efficiency = rates.upload_run_efficiency;
 }
 
 }  // namespace outcore::tile

@@ -7,7 +7,6 @@
 // (tile/rates.hpp); plans use them to pick tiles whose transfers hide behind compute.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 
@@ -27,11 +26,6 @@ struct PlanLimits {
     /// plan's transfer time is bytes_moved / bandwidth). PCIe is full duplex: an H200
     /// does 55.3 up, 55.4 down and 101.7 both at once.
     double link_duplex_bytes_per_second = 0;
-    /// The fraction of the link's rate a 2-D copy reaches when its contiguous runs are
-    /// 4, 8, 16 and 32 KiB long (64 KiB and longer: 1). A tile of a column-major matrix
-    /// is such a copy, one run per column; on the H200 runs of 16 KiB went at 0.90 of the
-    /// 1-D rate and 4 KiB at 0.62, which the planner weighs when the link is the limit.
-    std::array<double, 4> link_run_efficiency{1.0, 1.0, 1.0, 1.0};
     /// Fixed cost of one kernel call (launch, ramp-up), seconds; with the rates known,
     /// it makes plans prefer fewer, larger GEMM calls.
     double kernel_call_seconds = 10e-6;

@@ -13,7 +13,6 @@
 // that could not be measured at all stays 0 (unknown), which the planner treats as "minimise bytes moved".
 #pragma once
 
-#include <array>
 #include <cstdint>
 
 #include "outcore/device/device.hpp"
@@ -32,9 +31,6 @@ struct DeviceRates {
     double upload_bytes_per_second = 0;    ///< pinned host → device
     double download_bytes_per_second = 0;  ///< device → pinned host
     double duplex_bytes_per_second = 0;    ///< both directions at once, in total
-    /// 2-D uploads of runs of 4, 8, 16, 32 KiB against a 1-D upload of the same bytes
-    /// (PlanLimits::link_run_efficiency; 1 where not measured).
-    std::array<double, 4> upload_run_efficiency{1.0, 1.0, 1.0, 1.0};
 
     /// The GEMM rate for a type and compute mode (0 when unknown).
     [[nodiscard]] double gemm_flops(DType type, GemmCompute compute) const noexcept;

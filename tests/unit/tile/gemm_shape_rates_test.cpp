@@ -6,7 +6,6 @@
 #include <set>
 #include <tuple>
 
-#include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/tile/gemm_plan.hpp"
 
@@ -91,37 +90,6 @@ TEST(GemmShapeRates, NotAskedWithoutATimeModel) {
     (void)plan_gemm_fixed(kTf32, lim, plan.schedule, plan.tile_m, plan.tile_n, plan.tile_k);
     EXPECT_EQ(calls, 0);
     EXPECT_EQ(plan.shape_flops, 0.0);
-}
-
-// Short 2-D runs slow the link (PlanLimits::link_run_efficiency): with runs under
-// 32 KiB at half speed, a link-bound bf16 plan takes k chunks whose B columns are long.
-TEST(GemmRunEfficiency, LinkBoundPlansPreferLongRuns) {
-    const GemmProblem p{.m = kN, .n = kN, .k = kN, .type = DType::BF16};
-    PlanLimits lim{.budget_bytes = 1536 * kMiB,
-                   .compute_flops = 682e12,
-                   .link_bytes_per_second = 55.3e9,
-                   .link_d2h_bytes_per_second = 55.4e9,
-                   .link_duplex_bytes_per_second = 101.7e9};
-    const GemmPlan flat = plan_gemm(p, lim);
-    lim.link_run_efficiency = {0.5, 0.5, 0.5, 0.98};
-    const GemmPlan runs = plan_gemm(p, lim);
-    EXPECT_GT(runs.transfer_seconds, 0.0);
-    // B (k × n, column-major) goes up in runs of tile_k · 2 bytes unless a chunk spans k.
-    const std::uint64_t run = runs.tile_k == p.k ? p.k * 2 : runs.tile_k * 2;
-    EXPECT_GE(run, 32 * kKiB) << runs.tile_m << "x" << runs.tile_n << "x" << runs.tile_k;
-    // The same tiles cost more transfer time with short runs than without, never less.
-    const GemmPlan same = plan_gemm_fixed(p, lim, flat.schedule, flat.tile_m, flat.tile_n, flat.tile_k);
-    EXPECT_GE(same.transfer_seconds, flat.transfer_seconds);
-    EXPECT_EQ(same.bytes_moved, flat.bytes_moved);  // bytes are bytes
-}
-
-TEST(GemmRunEfficiency, RejectsEfficienciesOutsideZeroToOne) {
-    const GemmProblem p{.m = 512, .n = 512, .k = 512};
-    PlanLimits lim{.budget_bytes = 64 * kMiB};
-    lim.link_run_efficiency = {0.5, 0.0, 1.0, 1.0};
-    EXPECT_THROW((void)plan_gemm(p, lim), UsageError);
-    lim.link_run_efficiency = {0.5, 1.5, 1.0, 1.0};
-    EXPECT_THROW((void)plan_gemm(p, lim), UsageError);
 }
 
 }  // namespace
