@@ -238,21 +238,10 @@ std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, con
 
 }  // namespace
 
-namespace {
-
-/// The f32 module for a blocking: one with its rows per thread fixed when there is one.
-std::span<const std::uint32_t> gemm_f32_module(const GemmTile& t) {
-    if (t.per_thread == 4) return spirv_gemm_f32_tpt4();
-    if (t.per_thread == 8) return spirv_gemm_f32_tpt8();
-    return spirv_gemm_f32();
-}
-
-}  // namespace
-
 VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
     : device_(device),
       gemm_tile_(gemm_tile),
-      gemm_f32_(device.context().device(), gemm_f32_module(gemm_tile), 3, sizeof(GemmPush<float>),
+      gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush<float>),
                 gemm_specialization(device, gemm_tile)) {
     // f32 is made now (it checks the blocking against the driver too); the rest on
     // first use.

@@ -26,8 +26,6 @@ class VulkanDevice;
 
 /// SPIR-V of the shaders, embedded at build time (vulkan_shaders.cpp, generated).
 std::span<const std::uint32_t> spirv_gemm_f32();
-std::span<const std::uint32_t> spirv_gemm_f32_tpt4();
-std::span<const std::uint32_t> spirv_gemm_f32_tpt8();
 std::span<const std::uint32_t> spirv_gemm_bf16();
 std::span<const std::uint32_t> spirv_gemm_f16();
 std::span<const std::uint32_t> spirv_gemm_f64();

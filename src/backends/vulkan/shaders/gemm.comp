@@ -36,13 +36,7 @@
 #endif
 
 layout(constant_id = 0) const uint WG = 16;
-#ifdef FIXED_TPT
-// Built with TPT fixed (modules gemm_f32_tpt4/8): glslc then unrolls the per-thread loops
-// itself, so the SPIR-V has no dynamically indexed arrays for a driver to spill.
-const uint TPT = FIXED_TPT;
-#else
 layout(constant_id = 1) const uint TPT = 4;
-#endif
 layout(constant_id = 2) const uint BK = 16;
 layout(constant_id = 3) const bool CONTIG = false;
 const uint MAX_TPT = 8u;  // the largest TPT (checked when the device opens)
