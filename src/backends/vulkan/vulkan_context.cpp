@@ -315,7 +315,19 @@ Context::Context(std::uint32_t index) {
                            "VK_ERROR_FEATURE_NOT_PRESENT");
     }
     has_transfer_ = transfer != UINT32_MAX;
-    const float priority = 1.0F;
+    // Downloads get a VkQueue of their own where a family has a second one: the
+    // transfer family's, else the compute family's (see download_queue()).
+    std::uint32_t download = UINT32_MAX;
+    std::uint32_t download_index = 0;
+    if (has_transfer_ && families[transfer].queueCount >= 2) {
+        download = transfer;
+        download_index = 1;
+    } else if (families[compute].queueCount >= 2) {
+        download = compute;
+        download_index = 1;
+    }
+    has_download_ = download != UINT32_MAX;
+    const std::array<float, 2> priority{1.0F, 1.0F};
     std::vector<VkDeviceQueueCreateInfo> queues;
     for (const std::uint32_t f : {compute, transfer}) {
         if (f == UINT32_MAX) continue;
@@ -323,8 +335,8 @@ Context::Context(std::uint32_t index) {
                           .pNext = nullptr,
                           .flags = 0,
                           .queueFamilyIndex = f,
-                          .queueCount = 1,
-                          .pQueuePriorities = &priority});
+                          .queueCount = f == download ? 2U : 1U,
+                          .pQueuePriorities = priority.data()});
     }
     std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
     if (has_device_extension(physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME))
@@ -375,6 +387,10 @@ Context::Context(std::uint32_t index) {
     if (has_transfer_) {
         vkGetDeviceQueue(device_, transfer, 0, &transfer_.queue);
         transfer_.family = transfer;
+    }
+    if (has_download_) {
+        vkGetDeviceQueue(device_, download, download_index, &download_.queue);
+        download_.family = download;
     }
     push_descriptor_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
         vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));

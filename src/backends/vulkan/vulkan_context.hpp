@@ -63,6 +63,15 @@ public:
     /// no separate transfer family.
     [[nodiscard]] SharedQueue& compute_queue() noexcept { return compute_; }
     [[nodiscard]] SharedQueue& transfer_queue() noexcept { return has_transfer_ ? transfer_ : compute_; }
+    /// The queue downloads go to: a second queue (of the transfer family, else of the
+    /// compute family) where the device has one, else transfer_queue(). Uploads and
+    /// downloads on one VkQueue serialize: every command starts with a barrier whose
+    /// first scope is all earlier work on that VkQueue, so an upload waits behind a
+    /// download that waits for the GEMM before it (measured on the H200: transfers
+    /// hid behind compute 6–48% of the time, docs/backends.md).
+    [[nodiscard]] SharedQueue& download_queue() noexcept {
+        return has_download_ ? download_ : transfer_queue();
+    }
     /// Memory type index for a kind (always found: the spec guarantees host-visible
     /// coherent and device-local types).
     [[nodiscard]] std::uint32_t memory_type(MemoryKind kind) const noexcept {
@@ -86,7 +95,9 @@ private:
     std::array<std::uint32_t, kMemoryKindCount> memory_types_{};
     SharedQueue compute_;
     SharedQueue transfer_;
+    SharedQueue download_;
     bool has_transfer_ = false;
+    bool has_download_ = false;
     bool small_storage_ = false;
     bool float64_ = false;
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;

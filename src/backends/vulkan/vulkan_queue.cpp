@@ -54,8 +54,9 @@ VulkanQueue& vulkan_queue(Queue& queue, const char* what) {
 VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
     : WorkerQueue(device, role, kComponent), device_(&device) {
     Context& cx = device.context();
-    target_ =
-        role == QueueRole::Upload || role == QueueRole::Download ? &cx.transfer_queue() : &cx.compute_queue();
+    target_ = role == QueueRole::Upload     ? &cx.transfer_queue()
+              : role == QueueRole::Download ? &cx.download_queue()
+                                            : &cx.compute_queue();
     const VkCommandPoolCreateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                        .pNext = nullptr,
                                        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
