@@ -16,8 +16,8 @@
 // submit's waits, so dependent work follows on the GPU with no host round trip; other
 // queues (another device, the CPU backend) wait for the HostSignal. Before this, a
 // record drained the queue (the GPU idled until the host saw the fence and submitted
-// more), which cost the out-of-core GEMM on the H200 about a fifth of its time
-// (docs/BENCHMARKS.md).
+// more); OUTCORE_VULKAN_EVENTS=host still selects that (docs/backends.md), which on
+// the H200 measured the same for the out-of-core GEMM.
 //
 // Copies from and to this device's own coherent host-visible memory (HostPinned
 // Blocks) are DMA between that block's buffer and the device buffer: the GPU reads or
