@@ -167,12 +167,13 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     // A device keeps its panel resident across the units it takes of it when the
     // whole plan's tiles fit its budget for a panel's window (the first panel is the
     // largest); one that cannot fit them runs each unit as its own GEMM, as planned
-    // for that unit alone.
-    const GemmOptions resident_options = with_plan_tiles(options, report.plan);
+    // for that unit alone. Its tiles are fixed, so rates would only feed estimates: they
+    // are not measured (a device thread would probe the link while others use it).
+    GemmOptions resident_options = with_plan_tiles(options, report.plan);
+    resident_options.measure_rates = false;
     std::vector<char> resident(devices.size(), 0);
     {
         GemmOptions o = resident_options;
-        o.measure_rates = false;
         Windows w(a, b, c, sink_mutex, problem, options, cut.panels[0]);
         w.point(o);
         for (std::size_t d = 0; d < devices.size(); ++d) {

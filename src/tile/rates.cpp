@@ -305,8 +305,13 @@ double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double ex
                   shape.trans_a, shape.trans_b, shape.m,   shape.n,    shape.k};
     std::lock_guard lock(mutex);
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
-    Prober probe(device);
-    const double rate = probe.shape(shape);
+    double rate = 0.0;
+    try {
+        Prober probe(device);  // its queues too: a refinement must not fail the plan
+        rate = probe.shape(shape);
+    } catch (const Error& e) {
+        log::info("rates", "gemm shape probe on {} failed: {}", info.id(), e.what());
+    }
     log::info("rates", "{}: {}{} GEMM {}x{}x{}: {:.3g} FLOP/s ({:.2f} of the single rate)", info.id(),
               to_string(shape.type), shape.compute == GemmCompute::FastTF32 ? " (tf32)" : "", shape.m,
               shape.n, shape.k, rate, rate / expected_flops);
