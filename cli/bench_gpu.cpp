@@ -188,10 +188,10 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                             {"two_streams_Bps", two},
                             {"d2h_Bps", down_2d},
                             {"both_Bps", both_2d}});
-            say(fmt::format("link, 2-D runs of {} (pitch {}): host→device {} on one stream, {} split over "
-                            "two; device→host {}; both at once {}",
-                            format_size(width), format_size(pitch), gbs(one), gbs(two), gbs(down_2d),
-                            gbs(both_2d)));
+            say(fmt::format(
+                "link, 2-D runs of {} (pitch {}): host→device {} on one stream, {} split over "
+                "two; device→host {}; both at once {}",
+                format_size(width), format_size(pitch), gbs(one), gbs(two), gbs(down_2d), gbs(both_2d)));
         }
         record["link"]["upload_2d"] = runs;
     }

@@ -71,6 +71,20 @@ private:
 using outcore::devices_test::cpu_devices;
 using outcore::devices_test::pointers;
 
+/// f64 options with forced tiles and no rate probe (the tests that pin a plan's shape).
+GemmOptions forced_f64(std::uint64_t budget, outcore::tile::GemmSchedule schedule, std::uint64_t tile_m,
+                       std::uint64_t tile_n, std::uint64_t tile_k) {
+    GemmOptions o;
+    o.type = DType::F64;
+    o.budget_bytes = budget;
+    o.measure_rates = false;
+    o.schedule = schedule;
+    o.tile_m = tile_m;
+    o.tile_n = tile_n;
+    o.tile_k = tile_k;
+    return o;
+}
+
 /// Runs `fn` on another thread; a call that has not returned after a minute is a hang:
 /// the process aborts (a hung test would otherwise stall the whole suite silently).
 template <typename F>
@@ -197,14 +211,8 @@ TEST(GemmDevicesThreads, AFailingDeviceStopsTheRunAndCorruptsNothing) {
             hc.set_device_readable(direct);
             CountingSink counting(c);
             outcore::io::MatrixSink& sink = direct ? static_cast<outcore::io::MatrixSink&>(hc) : counting;
-            GemmOptions o;
-            o.type = DType::F64;
-            o.budget_bytes = 512 * 1024;
-            o.measure_rates = false;
             // Small tiles: units of several C tiles, so a device waits between units.
-            o.schedule = outcore::tile::GemmSchedule::APanelResident;
-            o.tile_m = o.tile_n = 40;
-            o.tile_k = 32;
+            GemmOptions o = forced_f64(512 * 1024, outcore::tile::GemmSchedule::APanelResident, 40, 40, 32);
             bool threw = false;
             within_a_minute([&] {
                 try {
@@ -258,13 +266,7 @@ TEST(GemmDevicesClaimed, AFailureOnlyTheQueuesSeeEndsTheCall) {
     ha.set_device_readable(true);
     hb.set_device_readable(true);
     hc.set_device_readable(true);
-    GemmOptions o;
-    o.type = DType::F64;
-    o.budget_bytes = 4 * kMiB;
-    o.measure_rates = false;
-    o.schedule = outcore::tile::GemmSchedule::APanelResident;
-    o.tile_m = o.tile_n = 40;
-    o.tile_k = 32;
+    GemmOptions o = forced_f64(4 * kMiB, outcore::tile::GemmSchedule::APanelResident, 40, 40, 32);
     // 2 × 16 tiles, handed out four at a time: every run but the first waits for the
     // device to catch up (more tiles than the plan's C slots are described).
     auto hand_out = [](std::uint64_t& next) {
@@ -316,14 +318,8 @@ TEST(GemmDevicesClaimed, RunsTheTilesHandedOutAndReportsEachWritten) {
     a.randomize(rng);
     b.randomize(rng);
     const outcore::io::HostMatrix ha = a.host(), hb = b.host();
-    GemmOptions o;
-    o.type = DType::F64;
-    o.budget_bytes = 4 * kMiB;
-    o.measure_rates = false;
+    GemmOptions o = forced_f64(4 * kMiB, outcore::tile::GemmSchedule::APanelResident, 40, 40, 32);
     o.writer_threads = 3;
-    o.schedule = outcore::tile::GemmSchedule::APanelResident;
-    o.tile_m = o.tile_n = 40;
-    o.tile_k = 32;
     auto dev = outcore::gemm_test::make_device();
     Matrix whole(80, 640, DType::F64, Layout::ColMajor);
     outcore::io::HostMatrix hw = whole.host();
@@ -422,13 +418,8 @@ TEST(GemmDevicesReuse, ProgressComesFromTheDeviceThreadsOnceAUnitIsWritten) {
     c.poison();
     const outcore::io::HostMatrix ha = a.host(), hb = b.host();
     SlowSink sink(c, 256);
-    GemmOptions o;
-    o.type = DType::F64;
-    o.budget_bytes = 4 * kMiB;
-    o.measure_rates = false;
+    GemmOptions o = forced_f64(4 * kMiB, outcore::tile::GemmSchedule::APanelResident, 64, 64, 64);
     o.writer_threads = 4;
-    o.schedule = outcore::tile::GemmSchedule::APanelResident;
-    o.tile_m = o.tile_n = o.tile_k = 64;
     std::mutex mutex;
     std::set<std::thread::id> progress_threads;
     int calls = 0;
@@ -467,14 +458,7 @@ TEST(GemmDevicesReuse, ASplitPanelIsUploadedOncePerDeviceThatWorksOnIt) {
         a.randomize(rng);
         b.randomize(rng);
         const outcore::io::HostMatrix ha = a.host(), hb = b.host();
-        GemmOptions o;
-        o.type = DType::F64;
-        o.budget_bytes = 4 * kMiB;
-        o.measure_rates = false;
-        o.schedule = schedule;
-        o.tile_m = 64;
-        o.tile_n = 64;
-        o.tile_k = 64;
+        const GemmOptions o = forced_f64(4 * kMiB, schedule, 64, 64, 64);
         Matrix single(m, n, DType::F64, Layout::ColMajor);
         single.poison();
         outcore::io::HostMatrix hs = single.host();

@@ -62,8 +62,8 @@ TEST(GemmShapeRates, ASlowFavouriteLosesToAFasterShape) {
     EXPECT_NE(shape_of(shaped), slow);
     EXPECT_DOUBLE_EQ(shaped.shape_flops, 330e12);
     // The favourite costed at its measured rate is slower than the new choice.
-    const GemmPlan favourite = plan_gemm_fixed(kTf32, lim, single.schedule, single.tile_m, single.tile_n,
-                                               single.tile_k);
+    const GemmPlan favourite =
+        plan_gemm_fixed(kTf32, lim, single.schedule, single.tile_m, single.tile_n, single.tile_k);
     EXPECT_DOUBLE_EQ(favourite.shape_flops, 0.5 * 330e12);
     EXPECT_GT(favourite.total_seconds, shaped.total_seconds);
 }
