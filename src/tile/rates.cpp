@@ -41,45 +41,9 @@ double best_time(F&& run) {
     return best;
 }
 
-double measure_gemm(Device& device, Queue& q, DType type, GemmCompute compute) {
-    if (!device.kernels().supports_gemm(type, compute)) return 0.0;
-    const std::uint64_t w = dtype_bytes(type);
-    const std::uint64_t wc = dtype_bytes(gemm_c_dtype(type));
-    double rate = 0.0;
-    for (std::uint64_t n = 256; n <= kMaxGemmSide; n *= 2) {
-        try {
-            Block a = device.allocate({.bytes = n * n * w, .kind = MemoryKind::Device, .tag = "rates.a"});
-            Block b = device.allocate({.bytes = n * n * w, .kind = MemoryKind::Device, .tag = "rates.b"});
-            Block c = device.allocate({.bytes = n * n * wc, .kind = MemoryKind::Device, .tag = "rates.c"});
-            q.fill(BufferView(a), std::byte{0});
-            q.fill(BufferView(b), std::byte{0});
-            const GemmTileArgs args{.type = type,
-                                    .compute = compute,
-                                    .m = n,
-                                    .n = n,
-                                    .k = n,
-                                    .a = BufferView(a),
-                                    .lda = n,
-                                    .b = BufferView(b),
-                                    .ldb = n,
-                                    .c = BufferView(c),
-                                    .ldc = n};
-            const double t = best_time([&] {
-                device.kernels().gemm(q, args);
-                q.synchronize();
-            });
-            if (t > 0)
-                rate = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / t;
-            if (t >= kProbeSeconds) break;
-        } catch (const OutOfMemory&) {
-            break;  // keep the largest size that fitted
-        }
-    }
-    return rate;
-}
-
-double measure_shape(Device& device, Queue& q, const GemmShape& s) {
-    if (!device.kernels().supports_gemm(s.type, s.compute)) return 0.0;
+/// Best-of-3 seconds of one GEMM call of `s` (packed operands, the given β) on
+/// device memory of its own. Throws OutOfMemory when the operands do not fit.
+double time_gemm(Device& device, Queue& q, const GemmShape& s, double beta) {
     const std::uint64_t w = dtype_bytes(s.type);
     const std::uint64_t wc = dtype_bytes(gemm_c_dtype(s.type));
     Block a = device.allocate({.bytes = s.m * s.k * w, .kind = MemoryKind::Device, .tag = "rates.a"});
@@ -101,13 +65,40 @@ double measure_shape(Device& device, Queue& q, const GemmShape& s) {
                             .ldb = s.trans_b ? s.n : s.k,
                             .c = BufferView(c),
                             .ldc = s.m,
-                            .beta = 1.0};
-    const double t = best_time([&] {
+                            .beta = beta};
+    return best_time([&] {
         device.kernels().gemm(q, args);
         q.synchronize();
     });
-    return t > 0 ? 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k) / t
-                 : 0.0;
+}
+
+double flops_of(const GemmShape& s) {
+    return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+}
+
+/// The square probe: sides doubling from 256 until one call takes kProbeSeconds (at
+/// most kMaxGemmSide); a side the device cannot hold keeps the last that fitted.
+double measure_gemm(Device& device, Queue& q, DType type, GemmCompute compute) {
+    if (!device.kernels().supports_gemm(type, compute)) return 0.0;
+    double rate = 0.0;
+    for (std::uint64_t n = 256; n <= kMaxGemmSide; n *= 2) {
+        try {
+            const GemmShape square{.type = type, .compute = compute, .m = n, .n = n, .k = n};
+            const double t = time_gemm(device, q, square, 0.0);
+            if (t > 0) rate = flops_of(square) / t;
+            if (t >= kProbeSeconds) break;
+        } catch (const OutOfMemory&) {
+            break;  // keep the largest size that fitted
+        }
+    }
+    return rate;
+}
+
+/// One call as the out-of-core executor makes it: C accumulated (β = 1).
+double measure_shape(Device& device, Queue& q, const GemmShape& s) {
+    if (!device.kernels().supports_gemm(s.type, s.compute)) return 0.0;
+    const double t = time_gemm(device, q, s, 1.0);
+    return t > 0 ? flops_of(s) / t : 0.0;
 }
 
 struct LinkRates {
