@@ -62,6 +62,7 @@ struct BenchFlags {
     std::string blur_size;   // default: n
     bool force = false;
     std::vector<std::string> explore;  // TYPE:SCHEDULE:MxNxK
+    std::string trace_dir;             // --trace-dir: each GEMM case's busy run traced here
 };
 
 /// One line of the final table.
@@ -343,7 +344,20 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         // Busy times and the hidden fraction from one more run that measures them.
         ops::GemmOptions busy_options = o;
         busy_options.measure_busy = true;
-        last = ops::execute_gemm(dev, plan, sa, sb, mc, busy_options);
+        const bool trace_case = !f.trace_dir.empty() && !monitor::tracing();
+        if (trace_case) {
+            std::filesystem::create_directories(f.trace_dir);
+            monitor::start_trace(std::filesystem::path(f.trace_dir) /
+                                 fmt::format("gemm-{}-{}x{}x{}.trace.json", ooc.size(), plan.tile_m,
+                                             plan.tile_n, plan.tile_k));
+        }
+        try {
+            last = ops::execute_gemm(dev, plan, sa, sb, mc, busy_options);
+        } catch (...) {
+            if (trace_case) (void)monitor::stop_trace();
+            throw;
+        }
+        if (trace_case) (void)monitor::stop_trace();
         const double busy_run_s = last.seconds;
         const double err =
             gemm_sample_error(sa.direct()->data, sb.direct()->data, c.floats(), n, oc.type, 16, 7);
@@ -614,6 +628,9 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");
     gpu->add_flag("--skip-gemm", f->skip_gemm,
                   "Skip the standard out-of-core GEMM cases and the trace overhead (--explore cases run)");
+    gpu->add_option("--trace-dir", f->trace_dir,
+                    "Trace each out-of-core GEMM case's busy-time run into DIR (one file per case)")
+        ->type_name("DIR");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});
     add_bench_vulkan_command(*bench, globals, commands);
