@@ -183,8 +183,19 @@ private:
     std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
 };
 
-std::uint64_t budget_for(const Device& device, const GemmOptions& options) noexcept {
-    return options.budget_bytes != 0 ? options.budget_bytes : device.info().recommended_working_set_bytes;
+/// What the pipeline's slots may hold: the budget less the workspace that the compute
+/// queue's GEMM kernels take outside it (DeviceInfo::gemm_workspace_bytes), so that the
+/// budget holds for all the device memory the run uses.
+std::uint64_t budget_for(const Device& device, const GemmOptions& options) {
+    const DeviceInfo& info = device.info();
+    const std::uint64_t budget =
+        options.budget_bytes != 0 ? options.budget_bytes : info.recommended_working_set_bytes;
+    if (budget <= info.gemm_workspace_bytes) {
+        throw UsageError(kComponent, fmt::format("a device budget of {} bytes does not cover the {} bytes of "
+                                                 "workspace that {}'s GEMM kernels take",
+                                                 budget, info.gemm_workspace_bytes, info.id()));
+    }
+    return budget - info.gemm_workspace_bytes;
 }
 
 }  // namespace
@@ -287,7 +298,37 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
             kComponent, fmt::format("device {} has no {}{} GEMM", device.info().id(), to_string(options.type),
                                     options.compute == GemmCompute::FastTF32 ? " (tf32)" : ""));
     }
-    const tile::PlanLimits limits = gemm_limits(device, options);
+    tile::PlanLimits limits = gemm_limits(device, options);
+    if (options.measure_rates && options.link_bytes_per_second == 0 && limits.link_bytes_per_second > 0) {
+        // Chunks of operands in device-readable memory go up as 2-D copies whose runs are
+        // their columns; each run length is measured once (tile/limits.hpp).
+        const std::uint64_t w = tile::gemm_input_bytes(options.type);
+        const std::uint64_t wc = tile::gemm_output_bytes(options.type);
+        const std::optional<io::DirectMatrix> c_view =
+            problem.beta_nonzero && options.c_in != nullptr ? options.c_in->direct() : c.direct_sink();
+        limits.gemm_copy_rate = [&device, w, wc, trans_a = problem.trans_a, trans_b = problem.trans_b,
+                                 a_view = a.direct(), b_view = b.direct(),
+                                 c_view](tile::GemmOperand op, std::uint64_t outer, std::uint64_t inner) {
+            // The stored chunk is nr × nc, column-major: runs of nr elements, nc of them.
+            auto rate = [&](const std::optional<io::DirectMatrix>& v, std::uint64_t nr, std::uint64_t nc,
+                            std::uint64_t bytes) {
+                if (!v) return 0.0;
+                return tile::cached_upload_2d_rate(device, v->data,
+                                                   Copy2D{.width_bytes = nr * bytes,
+                                                          .rows = nc,
+                                                          .host_pitch_bytes = v->ld_elements * bytes,
+                                                          .buffer_pitch_bytes = nr * bytes});
+            };
+            switch (op) {
+                case tile::GemmOperand::A:
+                    return trans_a ? rate(a_view, inner, outer, w) : rate(a_view, outer, inner, w);
+                case tile::GemmOperand::B:
+                    return trans_b ? rate(b_view, outer, inner, w) : rate(b_view, inner, outer, w);
+                case tile::GemmOperand::C: return rate(c_view, outer, inner, wc);
+            }
+            return 0.0;
+        };
+    }
     const bool fixed = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
     if (options.group != 1 && !fixed)
         throw UsageError(kComponent, "a group needs forced tiles (tile_m, tile_n, tile_k)");

@@ -261,21 +261,58 @@ bool with_group(const Context& cx, const Axis& am, const Axis& an, const Axis& a
 }
 
 // Bytes and time of a candidate whose memory is filled in; false on overflow.
-bool fill_cost(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+// The link as one candidate's copies see it (PlanLimits::gemm_copy_rate): each
+// operand's bytes at its chunk's measured 2-D rate (never above the link's), folded
+// into one effective rate per direction; the duplex rate scales by the same efficiency.
+detail::LinkModel copy_link(const Context& cx, const Axis& am, const Axis& an, const Axis& ak, double up_a,
+                            double up_b, double c_up, double c_down) {
+    detail::LinkModel l = cx.link;
+    if (!cx.limits.gemm_copy_rate || !l.known()) return l;
+    const double up = l.up_bytes_per_second;
+    const double down = l.down_bytes_per_second;
+    auto efficiency = [&](GemmOperand op, std::uint64_t outer, std::uint64_t inner) {
+        const double r = cx.limits.gemm_copy_rate(op, outer, inner);
+        return std::isfinite(r) && r > 0 ? std::min(1.0, r / up) : 1.0;
+    };
+    const double ea = efficiency(GemmOperand::A, am.tile, ak.tile);
+    const double eb = efficiency(GemmOperand::B, an.tile, ak.tile);
+    const double ec = efficiency(GemmOperand::C, am.tile, an.tile);
+    const double up_bytes = up_a + up_b + c_up;
+    // Seconds at the contiguous rate per byte, weighted by each operand's efficiency.
+    const double up_weight = up_a / ea + up_b / eb + c_up / ec;
+    const double e_up = up_bytes > 0 ? up_bytes / up_weight : 1.0;
+    l.up_bytes_per_second = up * e_up;
+    l.down_bytes_per_second = down * ec;
+    if (l.duplex_bytes_per_second > 0 && up_bytes + c_down > 0) {
+        l.duplex_bytes_per_second *= (up_bytes + c_down) / (up_weight + c_down / ec);
+    }
+    return l;
+}
+
+bool fill_cost(const Context& base, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
                GemmPlan& out) {
-    const GemmProblem& p = cx.problem;
-    const Count kw = Count(p.k) * cx.w;
+    const GemmProblem& p = base.problem;
+    const Count kw = Count(p.k) * base.w;
     // Each C tile reads its row of A and its column of B once over all k chunks; a
     // resident panel is read once for its whole row (column) of tiles.
     const Count a_reads = s == GemmSchedule::APanelResident ? Count(1) : Count(an.count);
     const Count b_reads = s == GemmSchedule::BPanelResident ? Count(1) : Count(am.count);
     const Count up_a = Count(am.sum) * kw * a_reads;
     const Count up_b = Count(an.sum) * kw * b_reads;
-    const Count c_bytes = Count(am.sum) * an.sum * cx.wc;
+    const Count c_bytes = Count(am.sum) * an.sum * base.wc;
     const Count up = up_a + up_b + (p.beta_nonzero ? c_bytes : Count(0));
     const Count moved = up + c_bytes;
     const Count calls = Count(am.count) * an.count * ak.count;
     if (!moved.ok() || !calls.ok()) return false;
+    const Context cx{
+        base.problem,
+        base.limits,
+        base.w,
+        base.wc,
+        copy_link(base, am, an, ak, static_cast<double>(up_a.value()), static_cast<double>(up_b.value()),
+                  p.beta_nonzero ? static_cast<double>(c_bytes.value()) : 0.0,
+                  static_cast<double>(c_bytes.value())),
+        base.timed};
 
     out.bytes_to_device = up.value();
     out.bytes_to_host = c_bytes.value();

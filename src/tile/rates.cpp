@@ -1,5 +1,6 @@
 #include "outcore/tile/rates.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -23,6 +24,10 @@ constexpr double kProbeSeconds = 10e-3;
 constexpr std::uint64_t kMaxGemmSide = 4096;
 constexpr std::uint64_t kMinCopyBytes = 4 * kMiB;
 constexpr std::uint64_t kMaxCopyBytes = 256 * kMiB;
+// One 2-D copy probe (cached_upload_2d_rate): at most this many bytes and runs, so
+// probes of short runs stay short too.
+constexpr std::uint64_t kShapeCopyBytes = 16 * kMiB;
+constexpr std::uint64_t kShapeCopyRows = 4096;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -99,6 +104,20 @@ double measure_shape(Device& device, Queue& q, const GemmShape& s) {
     if (!device.kernels().supports_gemm(s.type, s.compute)) return 0.0;
     const double t = time_gemm(device, q, s, 1.0);
     return t > 0 ? flops_of(s) / t : 0.0;
+}
+
+/// One 2-D upload of `shape` (at most kShapeCopyBytes of it) from `host`.
+double measure_upload_2d(Device& device, Queue& q, const void* host, const Copy2D& shape) {
+    Copy2D s = shape;
+    s.rows = std::clamp<std::uint64_t>(kShapeCopyBytes / s.width_bytes, 1, std::min(s.rows, kShapeCopyRows));
+    s.buffer_pitch_bytes = s.width_bytes;
+    Block dev =
+        device.allocate({.bytes = s.rows * s.width_bytes, .kind = MemoryKind::Device, .tag = "rates.copy"});
+    const double t = best_time([&] {
+        q.upload_2d(host, BufferView(dev), s);
+        q.synchronize();
+    });
+    return t > 0 ? static_cast<double>(s.rows * s.width_bytes) / t : 0.0;
 }
 
 struct LinkRates {
@@ -180,6 +199,11 @@ public:
     double shape(const GemmShape& s) {
         double rate = 0;
         guarded("gemm shape", [&] { rate = measure_shape(device_, *compute_, s); });
+        return rate;
+    }
+    double upload_2d(const void* host, const Copy2D& shape) {
+        double rate = 0;
+        guarded("2-D copy", [&] { rate = measure_upload_2d(device_, *up_, host, shape); });
         return rate;
     }
     LinkRates link() {
@@ -306,6 +330,29 @@ double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double ex
     log::info("rates", "{}: {}{} GEMM {}x{}x{}: {:.3g} FLOP/s ({:.2f} of the single rate)", info.id(),
               to_string(shape.type), shape.compute == GemmCompute::FastTF32 ? " (tf32)" : "", shape.m,
               shape.n, shape.k, rate, rate / expected_flops);
+    cache.emplace(key, rate);
+    return rate;
+}
+
+double cached_upload_2d_rate(Device& device, const void* host, const Copy2D& shape) {
+    if (host == nullptr || shape.width_bytes == 0 || shape.rows == 0) return 0.0;
+    if (shape.rows == 1 || shape.host_pitch_bytes == shape.width_bytes) return 0.0;  // one run
+    using Key = std::tuple<std::string, std::uint32_t, std::string, std::uint64_t, std::uint64_t>;
+    static std::mutex mutex;
+    static std::map<Key, double> cache;
+    const DeviceInfo& info = device.info();
+    const Key key{info.backend, info.index, info.name, shape.width_bytes, shape.host_pitch_bytes};
+    std::lock_guard lock(mutex);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+    double rate = 0.0;
+    try {
+        Prober probe(device);
+        rate = probe.upload_2d(host, shape);
+    } catch (const Error& e) {
+        log::info("rates", "2-D copy probe on {} failed: {}", info.id(), e.what());
+    }
+    log::info("rates", "{}: 2-D upload of {} B runs {} B apart: {:.3g} B/s", info.id(), shape.width_bytes,
+              shape.host_pitch_bytes, rate);
     cache.emplace(key, rate);
     return rate;
 }

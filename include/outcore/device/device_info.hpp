@@ -26,6 +26,10 @@ struct DeviceInfo {
     std::uint64_t max_buffer_bytes = UINT64_MAX;
     /// Largest single native allocation.
     std::uint64_t max_allocation_bytes = UINT64_MAX;
+    /// Device memory a queue takes for its GEMM kernels on first use (cuBLAS's
+    /// workspace: 32 MiB on Hopper), outside any allocator a caller passes; tiled GEMMs
+    /// take it out of their budget so that the budget holds for everything they use.
+    std::uint64_t gemm_workspace_bytes = 0;
 
     /// "cpu:0", "cuda:1": how selectors and reports name the device.
     [[nodiscard]] std::string id() const { return backend + ":" + std::to_string(index); }

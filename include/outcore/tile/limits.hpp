@@ -12,6 +12,9 @@
 
 namespace outcore::tile {
 
+/// The operands of a GEMM, as the planner asks for their copies' rates.
+enum class GemmOperand : unsigned char { A, B, C };
+
 struct PlanLimits {
     std::uint64_t budget_bytes = 0;               ///< device bytes the plan may hold at once
     std::uint64_t min_offset_alignment = 256;     ///< every slot offset is a multiple of this
@@ -36,6 +39,17 @@ struct PlanLimits {
     /// for the few tile shapes whose candidates the single rate ranks near the fastest
     /// and chooses among those with their own rates (docs/tiling.md, "shape rates").
     std::function<double(std::uint64_t m, std::uint64_t n, std::uint64_t k)> gemm_shape_flops = nullptr;
+    /// GEMM only: the measured rate, bytes per second, of the copy that moves one chunk
+    /// of A (tile_m × tile_k of op(A): outer = tile_m, inner = tile_k), of B (outer =
+    /// tile_n, inner = tile_k) or one C tile (outer = tile_m, inner = tile_n) between
+    /// its host memory and the device (0: the link rates apply). A chunk of a matrix in
+    /// pinned memory goes up as one 2-D copy whose runs are a column of the chunk, and
+    /// short runs are slow (H200: 16 KiB runs 64 KiB apart at 32 GB/s, against 55 for
+    /// one run). When set (ops::plan_gemm sets it from tile::cached_upload_2d_rate for
+    /// operands in device-readable memory), every candidate's link time counts each
+    /// operand's bytes at its rate (docs/tiling.md, "Copy rates").
+    std::function<double(GemmOperand operand, std::uint64_t outer, std::uint64_t inner)> gemm_copy_rate =
+        nullptr;
 };
 
 }  // namespace outcore::tile

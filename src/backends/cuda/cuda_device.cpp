@@ -97,6 +97,7 @@ DeviceInfo make_device_info(const CudaDeviceOptions& options) {
     info.max_inline_bytes = static_cast<std::uint64_t>(kMaxInlineTaps) * sizeof(float);
     info.max_buffer_bytes = total_bytes;
     info.max_allocation_bytes = total_bytes;
+    info.gemm_workspace_bytes = props.major >= 9 ? kHopperWorkspaceBytes : kWorkspaceBytes;
     return info;
 }
 
@@ -144,9 +145,7 @@ CudaDevice::CudaDevice(const CudaDeviceOptions& options)
     OUTCORE_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal_));
     max_shared_bytes_ = std::max(optin, max_shared_bytes_);
     OUTCORE_CUDA_CHECK(prepare_filter_kernels(max_shared_bytes_));
-    int major = 0;
-    OUTCORE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal_));
-    cublas_workspace_bytes_ = major >= 9 ? kHopperWorkspaceBytes : kWorkspaceBytes;
+    cublas_workspace_bytes_ = info().gemm_workspace_bytes;
 }
 
 CudaDevice::~CudaDevice() = default;

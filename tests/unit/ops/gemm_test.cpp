@@ -36,6 +36,7 @@
 
 namespace {
 
+using outcore::Copy2D;
 using outcore::Device;
 using outcore::DType;
 using outcore::GemmCompute;
@@ -570,6 +571,54 @@ TEST(Gemm, ShapeRatesAreMeasuredOnceAndOnlyWhenCheap) {
     big.k = 65;
     EXPECT_EQ(outcore::tile::cached_gemm_shape_flops(*device, big, 1e3), 0.0);
     expect_nothing_held(*device);
+}
+
+TEST(Gemm, CopyRatesAreMeasuredOncePerRunAndPitch) {
+    auto device = make_device();
+    std::vector<float> host(64 * 1024, 1.0F);
+    const Copy2D pitched{
+        .width_bytes = 256, .rows = 200, .host_pitch_bytes = 1024, .buffer_pitch_bytes = 256};
+    const double rate = outcore::tile::cached_upload_2d_rate(*device, host.data(), pitched);
+    EXPECT_GT(rate, 0.0);
+    Copy2D more_rows = pitched;
+    more_rows.rows = 250;  // same runs: the cached figure
+    EXPECT_EQ(outcore::tile::cached_upload_2d_rate(*device, host.data(), more_rows), rate);
+    // One run is the link's contiguous rate: not probed.
+    const Copy2D contiguous{
+        .width_bytes = 1024, .rows = 200, .host_pitch_bytes = 1024, .buffer_pitch_bytes = 1024};
+    EXPECT_EQ(outcore::tile::cached_upload_2d_rate(*device, host.data(), contiguous), 0.0);
+    EXPECT_EQ(outcore::tile::cached_upload_2d_rate(*device, nullptr, pitched), 0.0);
+    expect_nothing_held(*device);
+}
+
+TEST(Gemm, DirectOperandsArePlannedWithTheirCopyRates) {
+    // Every transpose, β ≠ 0 (C's runs read from c_in): the probes read only inside the
+    // operands (ASan), and the planned run is right.
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const bool ta : {false, true}) {
+        for (const bool tb : {false, true}) {
+            Case cs{
+                .m = 300, .n = 250, .k = 200, .type = DType::F32, .trans_a = ta, .trans_b = tb, .beta = 0.5};
+            SCOPED_TRACE(describe(cs));
+            Operands ops(cs, rng);
+            HostMatrix a = ops.a.host();
+            HostMatrix b = ops.b.host();
+            HostMatrix c = ops.c.host();
+            HostMatrix c0 = ops.c0.host();
+            for (HostMatrix* m : {&a, &b, &c, &c0}) m->set_device_readable(true);
+            GemmOptions o = options_for(cs);
+            o.c_in = &c0;
+            o.measure_rates = true;
+            o.budget_bytes = (300 * 200 + 200 * 250 + 2 * 300 * 250) * 4 / 5;
+            const outcore::tile::GemmPlan plan = outcore::ops::plan_gemm(*device, a, b, c, o);
+            EXPECT_GT(plan.total_seconds, 0.0);
+            (void)outcore::ops::execute_gemm(*device, plan, a, b, c, o);
+            EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
+                      error_bound(cs.type, cs.compute, cs.k));
+            expect_nothing_held(*device);
+        }
+    }
 }
 
 TEST(Gemm, StagingCacheMakesRepeatedRunsAllocationFree) {

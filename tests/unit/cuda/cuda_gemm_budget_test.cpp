@@ -1,0 +1,46 @@
+// The tiled GEMM's device budget on CUDA covers cuBLAS's workspace too: the compute
+// queue takes it outside the pipeline's allocator, so the plan leaves room for it.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cuda_test_support.hpp"
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/ops/gemm.hpp"
+#include "support/test_seed.hpp"
+
+namespace {
+
+using outcore::cuda::test::CudaTest;
+
+TEST_F(CudaTest, GemmBudgetCoversTheCublasWorkspace) {
+    const std::uint64_t workspace = dev().info().gemm_workspace_bytes;
+    ASSERT_GT(workspace, 0U);
+    std::mt19937_64 rng(outcore::test::seed());
+    const std::uint64_t n = 2048;  // 16 MiB per operand
+    std::vector<float> a(n * n), b(n * n), c(n * n);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (float& x : a) x = u(rng);
+    for (float& x : b) x = u(rng);
+    using outcore::io::HostMatrix;
+    using outcore::io::Layout;
+    HostMatrix ha(a.data(), n, n, n, Layout::ColMajor, outcore::DType::F32);
+    HostMatrix hb(b.data(), n, n, n, Layout::ColMajor, outcore::DType::F32);
+    HostMatrix hc(c.data(), n, n, n, Layout::ColMajor, outcore::DType::F32);
+    outcore::ops::GemmOptions o{.type = outcore::DType::F32};
+    o.measure_rates = false;
+    o.budget_bytes = workspace + 24 * outcore::kMiB;
+    const outcore::tile::GemmPlan plan = outcore::ops::plan_gemm(dev(), ha, hb, hc, o);
+    EXPECT_LE(plan.device_bytes + workspace, o.budget_bytes);
+    const outcore::ops::GemmReport r = outcore::ops::execute_gemm(dev(), plan, ha, hb, hc, o);
+    EXPECT_LE(r.peak_device_bytes + workspace, o.budget_bytes);
+    // A budget the workspace alone fills is refused, naming it.
+    o.budget_bytes = workspace;
+    EXPECT_THROW((void)outcore::ops::plan_gemm(dev(), ha, hb, hc, o), outcore::UsageError);
+}
+
+}  // namespace
