@@ -307,24 +307,24 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
         const std::optional<io::DirectMatrix> c_view =
             problem.beta_nonzero && options.c_in != nullptr ? options.c_in->direct() : c.direct_sink();
         limits.gemm_copy_rate = [&device, w, wc, trans_a = problem.trans_a, trans_b = problem.trans_b,
-                                 a_view = a.direct(), b_view = b.direct(), c_view, a_cols = a.cols(),
-                                 b_cols = b.cols(), c_cols = problem.n](
-                                    tile::GemmOperand op, std::uint64_t outer, std::uint64_t inner) {
-            // The stored chunk is nr × nc, column-major: runs of nr elements, probed
-            // across all the stored matrix's columns (cached_upload_2d_rate).
-            auto rate = [&](const std::optional<io::DirectMatrix>& v, std::uint64_t nr, std::uint64_t columns,
+                                 a_view = a.direct(), b_view = b.direct(),
+                                 c_view](tile::GemmOperand op, std::uint64_t outer, std::uint64_t inner) {
+            // The stored chunk is nr × nc, column-major: runs of nr elements, nc of them.
+            auto rate = [&](const std::optional<io::DirectMatrix>& v, std::uint64_t nr, std::uint64_t nc,
                             std::uint64_t bytes) {
                 if (!v) return 0.0;
                 return tile::cached_upload_2d_rate(device, v->data,
                                                    Copy2D{.width_bytes = nr * bytes,
-                                                          .rows = columns,
+                                                          .rows = nc,
                                                           .host_pitch_bytes = v->ld_elements * bytes,
                                                           .buffer_pitch_bytes = nr * bytes});
             };
             switch (op) {
-                case tile::GemmOperand::A: return rate(a_view, trans_a ? inner : outer, a_cols, w);
-                case tile::GemmOperand::B: return rate(b_view, trans_b ? outer : inner, b_cols, w);
-                case tile::GemmOperand::C: return rate(c_view, outer, c_cols, wc);
+                case tile::GemmOperand::A:
+                    return trans_a ? rate(a_view, inner, outer, w) : rate(a_view, outer, inner, w);
+                case tile::GemmOperand::B:
+                    return trans_b ? rate(b_view, outer, inner, w) : rate(b_view, inner, outer, w);
+                case tile::GemmOperand::C: return rate(c_view, outer, inner, wc);
             }
             return 0.0;
         };

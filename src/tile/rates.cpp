@@ -107,22 +107,14 @@ double measure_shape(Device& device, Queue& q, const GemmShape& s) {
 }
 
 /// One 2-D upload of `shape` (at most kShapeCopyBytes of it) from `host`.
-/// 2-D uploads of at most kShapeCopyBytes of `shape`, each from another place in its
-/// `shape.rows` runs: on the H200 a copy of runs the DMA engine read moments before went
-/// at 48.6 GB/s (16 KiB runs 64 KiB apart) and one of runs it had not at 32.4, as in a
-/// real run, which never reads a chunk twice in a row (BENCHMARKS.md, sixth run).
 double measure_upload_2d(Device& device, Queue& q, const void* host, const Copy2D& shape) {
     Copy2D s = shape;
     s.rows = std::clamp<std::uint64_t>(kShapeCopyBytes / s.width_bytes, 1, std::min(s.rows, kShapeCopyRows));
     s.buffer_pitch_bytes = s.width_bytes;
     Block dev =
         device.allocate({.bytes = s.rows * s.width_bytes, .kind = MemoryKind::Device, .tag = "rates.copy"});
-    constexpr std::uint64_t kPlaces = 4;  // best_time's warm-up and three timed copies
-    const std::uint64_t step = (shape.rows - s.rows) / (kPlaces - 1);
-    std::uint64_t place = 0;
     const double t = best_time([&] {
-        const std::uint64_t row0 = (place++ % kPlaces) * step;
-        q.upload_2d(static_cast<const std::byte*>(host) + row0 * s.host_pitch_bytes, BufferView(dev), s);
+        q.upload_2d(host, BufferView(dev), s);
         q.synchronize();
     });
     return t > 0 ? static_cast<double>(s.rows * s.width_bytes) / t : 0.0;
