@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@ constexpr std::uint64_t kMaxCopyBytes = 256 * kMiB;
 // probes of short runs stay short too.
 constexpr std::uint64_t kShapeCopyBytes = 16 * kMiB;
 constexpr std::uint64_t kShapeCopyRows = 4096;
+constexpr double kBusyCallSeconds = 1e-3;  // one GEMM call that keeps the device busy during a copy probe
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -106,18 +108,53 @@ double measure_shape(Device& device, Queue& q, const GemmShape& s) {
     return t > 0 ? flops_of(s) / t : 0.0;
 }
 
-/// One 2-D upload of `shape` (at most kShapeCopyBytes of it) from `host`.
-double measure_upload_2d(Device& device, Queue& q, const void* host, const Copy2D& shape) {
+/// 2-D uploads of at most kShapeCopyBytes of `shape` from `host`, each while f32 GEMMs
+/// of about a millisecond per call keep the device busy (`f32_flops` > 0): a real run's
+/// copies always overlap GEMMs, and on the H200 that slowed 16 KiB runs 64 KiB apart
+/// from 48.6 to 30.6 GB/s (BENCHMARKS.md, sixth run). Best of 3 after a warm-up.
+double measure_upload_2d(Device& device, Queue& up, Queue& compute, const void* host, const Copy2D& shape,
+                         double f32_flops) {
     Copy2D s = shape;
     s.rows = std::clamp<std::uint64_t>(kShapeCopyBytes / s.width_bytes, 1, std::min(s.rows, kShapeCopyRows));
     s.buffer_pitch_bytes = s.width_bytes;
     Block dev =
         device.allocate({.bytes = s.rows * s.width_bytes, .kind = MemoryKind::Device, .tag = "rates.copy"});
-    const double t = best_time([&] {
-        q.upload_2d(host, BufferView(dev), s);
-        q.synchronize();
-    });
-    return t > 0 ? static_cast<double>(s.rows * s.width_bytes) / t : 0.0;
+    auto copy = [&] {
+        const auto t0 = Clock::now();
+        up.upload_2d(host, BufferView(dev), s);
+        up.synchronize();
+        return seconds_since(t0);
+    };
+    (void)copy();  // warm-up
+    const double alone = copy();
+    double best = alone;
+    if (f32_flops > 0 && device.kernels().supports_gemm(DType::F32, GemmCompute::Exact)) {
+        const auto side = static_cast<std::uint64_t>(std::cbrt(kBusyCallSeconds * f32_flops / 2));
+        const std::uint64_t n = std::clamp<std::uint64_t>(side / 64 * 64, 64, kMaxGemmSide);
+        Block a = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.a"});
+        Block b = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.b"});
+        Block c = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.c"});
+        for (Block* x : {&a, &b, &c}) compute.fill(BufferView(*x), std::byte{0});
+        const GemmTileArgs args{.m = n,
+                                .n = n,
+                                .k = n,
+                                .a = BufferView(a),
+                                .lda = n,
+                                .b = BufferView(b),
+                                .ldb = n,
+                                .c = BufferView(c),
+                                .ldc = n};
+        const double call = 2.0 * static_cast<double>(n * n * n) / f32_flops;
+        // Enough calls to outlast a copy three times slower than it ran alone.
+        const auto calls = static_cast<int>(std::clamp(std::ceil(3 * alone / call) + 1, 1.0, 64.0));
+        best = 1e30;
+        for (int i = 0; i < 3; ++i) {
+            for (int j = 0; j < calls; ++j) device.kernels().gemm(compute, args);
+            best = std::min(best, copy());
+            compute.synchronize();
+        }
+    }
+    return best > 0 ? static_cast<double>(s.rows * s.width_bytes) / best : 0.0;
 }
 
 struct LinkRates {
@@ -201,9 +238,10 @@ public:
         guarded("gemm shape", [&] { rate = measure_shape(device_, *compute_, s); });
         return rate;
     }
-    double upload_2d(const void* host, const Copy2D& shape) {
+    double upload_2d(const void* host, const Copy2D& shape, double f32_flops) {
         double rate = 0;
-        guarded("2-D copy", [&] { rate = measure_upload_2d(device_, *up_, host, shape); });
+        guarded("2-D copy",
+                [&] { rate = measure_upload_2d(device_, *up_, *compute_, host, shape, f32_flops); });
         return rate;
     }
     LinkRates link() {
@@ -346,8 +384,9 @@ double cached_upload_2d_rate(Device& device, const void* host, const Copy2D& sha
     if (const auto it = cache.find(key); it != cache.end()) return it->second;
     double rate = 0.0;
     try {
+        const double f32_flops = cached_rates(device, DType::F32).f32_flops;  // the GEMMs the copies overlap
         Prober probe(device);
-        rate = probe.upload_2d(host, shape);
+        rate = probe.upload_2d(host, shape, f32_flops);
     } catch (const Error& e) {
         log::info("rates", "2-D copy probe on {} failed: {}", info.id(), e.what());
     }

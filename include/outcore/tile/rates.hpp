@@ -68,13 +68,15 @@ struct GemmShape {
                                              double max_call_seconds = 0.05);
 
 /// Bytes per second of one 2-D upload of `shape` from `host` (memory the device reads
-/// directly: pinned) into device memory: best of 3 after a warm-up, measured the first
-/// time a (run width, host pitch) pair is asked for on a physical device and cached for
-/// the process. Short runs go well below the contiguous rate (H200: 16 KiB runs 64 KiB
-/// apart at 32 GB/s, against 55 for one run). The probe moves at most 16 MiB and 4096
-/// runs (fewer rows than `shape` when it is larger) into device memory of its own, and only reads
-/// `host`. 0 when not measured: a contiguous shape (one run: the link rate applies),
-/// an empty one, or a failed probe. Thread-safe.
+/// directly: pinned) into device memory while f32 GEMMs keep the device busy, as a real
+/// run's copies always overlap GEMMs (H200: 16 KiB runs 64 KiB apart 48.6 GB/s alone,
+/// 30.6 with a GEMM running; 55 for one run). Best of 3 after a warm-up, measured the
+/// first time a (run width, host pitch) pair is asked for on a physical device and
+/// cached for the process. The probe moves at most 16 MiB and 4096 runs (fewer rows than
+/// `shape` when it is larger) into device memory of its own, only reads `host`, and
+/// measures the device's f32 rate first if it is not cached yet (to size its GEMMs).
+/// 0 when not measured: a contiguous shape (one run: the link rate applies), an empty
+/// one, or a failed probe. Thread-safe.
 [[nodiscard]] double cached_upload_2d_rate(Device& device, const void* host, const Copy2D& shape);
 
 /// Fills limits' compute_flops and link fields from `rates` for this type and mode;
