@@ -262,7 +262,7 @@ TEST(GemmPlan, EachScheduleAloneIsValid) {
             };
             if (efficient(best) && !efficient(one)) continue;
             if (lim.compute_flops > 0 && lim.link_bytes_per_second > 0) {
-                ASSERT_LE(best.total_seconds, one.total_seconds * 1.01 + 1e-12);
+                ASSERT_LE(best.total_seconds, one.total_seconds * 1.03 + 1e-12);  // kTimeSlack
             } else {
                 ASSERT_LE(best.bytes_moved, one.bytes_moved);
             }
@@ -667,7 +667,9 @@ TEST(GemmPlan, F32At3GiBIsComputeBound) {
     const GemmPlan plan = plan_gemm(p, lim);
     check_plan(plan, lim);
     EXPECT_LT(plan.transfer_seconds, plan.compute_seconds);
-    EXPECT_GT(plan.compute_seconds / plan.total_seconds, 0.97);  // the target is reachable
+    // The fewest bytes within 3 % of the fastest estimate (kTimeSlack): the fastest
+    // reaches the 0.97, the choice at least 0.96.
+    EXPECT_GT(plan.compute_seconds / plan.total_seconds, 0.96);
 }
 
 // Prints the table of docs/tiling.md ("Ceilings on the H200"): model ceilings from the
