@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/tile/rates.hpp"
 
@@ -185,15 +186,22 @@ private:
 
 /// What the pipeline's slots may hold: the budget less the workspace that the compute
 /// queue's GEMM kernels take outside it (DeviceInfo::gemm_workspace_bytes), so that the
-/// budget holds for all the device memory the run uses.
+/// budget holds for all the device memory the run uses. A budget under four workspaces
+/// (tests, tiny runs) keeps its whole size for the slots: the workspace is then held
+/// beside it, as the log says once.
 std::uint64_t budget_for(const Device& device, const GemmOptions& options) {
     const DeviceInfo& info = device.info();
     const std::uint64_t budget =
         options.budget_bytes != 0 ? options.budget_bytes : info.recommended_working_set_bytes;
-    if (budget <= info.gemm_workspace_bytes) {
-        throw UsageError(kComponent, fmt::format("a device budget of {} bytes does not cover the {} bytes of "
-                                                 "workspace that {}'s GEMM kernels take",
-                                                 budget, info.gemm_workspace_bytes, info.id()));
+    if (budget / 4 < info.gemm_workspace_bytes) {
+        static std::once_flag warned;
+        std::call_once(warned, [&] {
+            log::warn(kComponent,
+                      "a device budget of {} bytes is under four times the {} bytes of workspace {}'s GEMM "
+                      "kernels take; the workspace is held beside the budget",
+                      budget, info.gemm_workspace_bytes, info.id());
+        });
+        return budget;
     }
     return budget - info.gemm_workspace_bytes;
 }
