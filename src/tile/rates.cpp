@@ -48,33 +48,71 @@ double best_time(F&& run) {
     return best;
 }
 
+/// Waits for a queue when it goes out of scope. Declared after the blocks a probe's
+/// queued work reads, so a probe that throws mid-flight (a device error) never frees
+/// memory a copy or GEMM is still using; on success the queue is idle already.
+class Drain {
+public:
+    explicit Drain(Queue& q) : q_(q) {}
+    Drain(const Drain&) = delete;
+    Drain& operator=(const Drain&) = delete;
+    ~Drain() {
+        try {
+            q_.synchronize();
+        } catch (const Error&) {
+            // The probe reports its own failure; here only the wait matters.
+        }
+    }
+
+private:
+    Queue& q_;
+};
+
+/// Zero-filled device operands of one GEMM of `s` (packed, the given β), with the
+/// call's arguments, for the probes that time GEMMs or keep the device busy with
+/// them. Throws OutOfMemory when they do not fit.
+class GemmOperands {
+public:
+    GemmOperands(Device& device, Queue& q, const GemmShape& s, double beta)
+        : a_(device.allocate(
+              {.bytes = s.m * s.k * dtype_bytes(s.type), .kind = MemoryKind::Device, .tag = "rates.a"})),
+          b_(device.allocate(
+              {.bytes = s.k * s.n * dtype_bytes(s.type), .kind = MemoryKind::Device, .tag = "rates.b"})),
+          c_(device.allocate({.bytes = s.m * s.n * dtype_bytes(gemm_c_dtype(s.type)),
+                              .kind = MemoryKind::Device,
+                              .tag = "rates.c"})),
+          drain_(q),
+          args_{.type = s.type,
+                .compute = s.compute,
+                .trans_a = s.trans_a,
+                .trans_b = s.trans_b,
+                .m = s.m,
+                .n = s.n,
+                .k = s.k,
+                .a = BufferView(a_),
+                .lda = s.trans_a ? s.k : s.m,
+                .b = BufferView(b_),
+                .ldb = s.trans_b ? s.n : s.k,
+                .c = BufferView(c_),
+                .ldc = s.m,
+                .beta = beta} {
+        for (Block* x : {&a_, &b_, &c_}) q.fill(BufferView(*x), std::byte{0});
+    }
+
+    const GemmTileArgs& args() const noexcept { return args_; }
+
+private:
+    Block a_, b_, c_;
+    Drain drain_;  // after the blocks: destroyed first
+    GemmTileArgs args_;
+};
+
 /// Best-of-3 seconds of one GEMM call of `s` (packed operands, the given β) on
 /// device memory of its own. Throws OutOfMemory when the operands do not fit.
 double time_gemm(Device& device, Queue& q, const GemmShape& s, double beta) {
-    const std::uint64_t w = dtype_bytes(s.type);
-    const std::uint64_t wc = dtype_bytes(gemm_c_dtype(s.type));
-    Block a = device.allocate({.bytes = s.m * s.k * w, .kind = MemoryKind::Device, .tag = "rates.a"});
-    Block b = device.allocate({.bytes = s.k * s.n * w, .kind = MemoryKind::Device, .tag = "rates.b"});
-    Block c = device.allocate({.bytes = s.m * s.n * wc, .kind = MemoryKind::Device, .tag = "rates.c"});
-    q.fill(BufferView(a), std::byte{0});
-    q.fill(BufferView(b), std::byte{0});
-    q.fill(BufferView(c), std::byte{0});
-    const GemmTileArgs args{.type = s.type,
-                            .compute = s.compute,
-                            .trans_a = s.trans_a,
-                            .trans_b = s.trans_b,
-                            .m = s.m,
-                            .n = s.n,
-                            .k = s.k,
-                            .a = BufferView(a),
-                            .lda = s.trans_a ? s.k : s.m,
-                            .b = BufferView(b),
-                            .ldb = s.trans_b ? s.n : s.k,
-                            .c = BufferView(c),
-                            .ldc = s.m,
-                            .beta = beta};
+    const GemmOperands ops(device, q, s, beta);
     return best_time([&] {
-        device.kernels().gemm(q, args);
+        device.kernels().gemm(q, ops.args());
         q.synchronize();
     });
 }
@@ -119,6 +157,7 @@ double measure_upload_2d(Device& device, Queue& up, Queue& compute, const void* 
     s.buffer_pitch_bytes = s.width_bytes;
     Block dev =
         device.allocate({.bytes = s.rows * s.width_bytes, .kind = MemoryKind::Device, .tag = "rates.copy"});
+    const Drain drain_up(up);
     auto copy = [&] {
         const auto t0 = Clock::now();
         up.upload_2d(host, BufferView(dev), s);
@@ -131,25 +170,13 @@ double measure_upload_2d(Device& device, Queue& up, Queue& compute, const void* 
     if (f32_flops > 0 && device.kernels().supports_gemm(DType::F32, GemmCompute::Exact)) {
         const auto side = static_cast<std::uint64_t>(std::cbrt(kBusyCallSeconds * f32_flops / 2));
         const std::uint64_t n = std::clamp<std::uint64_t>(side / 64 * 64, 64, kMaxGemmSide);
-        Block a = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.a"});
-        Block b = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.b"});
-        Block c = device.allocate({.bytes = n * n * 4, .kind = MemoryKind::Device, .tag = "rates.c"});
-        for (Block* x : {&a, &b, &c}) compute.fill(BufferView(*x), std::byte{0});
-        const GemmTileArgs args{.m = n,
-                                .n = n,
-                                .k = n,
-                                .a = BufferView(a),
-                                .lda = n,
-                                .b = BufferView(b),
-                                .ldb = n,
-                                .c = BufferView(c),
-                                .ldc = n};
+        const GemmOperands busy(device, compute, {.type = DType::F32, .m = n, .n = n, .k = n}, 0.0);
         const double call = 2.0 * static_cast<double>(n * n * n) / f32_flops;
         // Enough calls to outlast a copy three times slower than it ran alone.
         const auto calls = static_cast<int>(std::clamp(std::ceil(3 * alone / call) + 1, 1.0, 64.0));
         best = 1e30;
         for (int i = 0; i < 3; ++i) {
-            for (int j = 0; j < calls; ++j) device.kernels().gemm(compute, args);
+            for (int j = 0; j < calls; ++j) device.kernels().gemm(compute, busy.args());
             best = std::min(best, copy());
             compute.synchronize();
         }
@@ -173,6 +200,7 @@ LinkRates measure_link(Device& device, Queue& up, Queue& down) {
                 device.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "rates.device"});
             Block dev_down =
                 device.allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "rates.device"});
+            const Drain drain_up(up), drain_down(down);
             up.fill(BufferView(host_up), std::byte{1});
             up.fill(BufferView(dev_down), std::byte{2});
             up.synchronize();

@@ -40,6 +40,6 @@ private:
 /// Records `event` on `idle_stream` (a stream with nothing queued), waits for it, and
 /// returns the steady-clock window in which the GPU passed it; re-records (up to `tries`
 /// times) while that window is wider than 20 µs. Throws BackendError.
-[[nodiscard]] monitor::ClockAnchor take_anchor(cudaEvent_t event, cudaStream_t idle_stream, int tries = 3);
+[[nodiscard]] monitor::ClockAnchor take_anchor(cudaEvent_t event, cudaStream_t idle_stream, int tries = 10);
 
 }  // namespace outcore::cuda
