@@ -344,20 +344,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         // Busy times and the hidden fraction from one more run that measures them.
         ops::GemmOptions busy_options = o;
         busy_options.measure_busy = true;
-        const bool trace_case = !f.trace_dir.empty() && !monitor::tracing();
-        if (trace_case) {
-            std::filesystem::create_directories(f.trace_dir);
-            monitor::start_trace(std::filesystem::path(f.trace_dir) /
-                                 fmt::format("gemm-{}-{}x{}x{}.trace.json", ooc.size(), plan.tile_m,
-                                             plan.tile_n, plan.tile_k));
-        }
-        try {
-            last = ops::execute_gemm(dev, plan, sa, sb, mc, busy_options);
-        } catch (...) {
-            if (trace_case) (void)monitor::stop_trace();
-            throw;
-        }
-        if (trace_case) (void)monitor::stop_trace();
+        const std::string trace_file =
+            f.trace_dir.empty()
+                ? std::string()
+                : (std::filesystem::path(f.trace_dir) / fmt::format("gemm-{}-{}x{}x{}.trace.json", ooc.size(),
+                                                                    plan.tile_m, plan.tile_n, plan.tile_k))
+                      .string();
+        run_traced(trace_file, [&] { last = ops::execute_gemm(dev, plan, sa, sb, mc, busy_options); });
         const double busy_run_s = last.seconds;
         const double err =
             gemm_sample_error(sa.direct()->data, sb.direct()->data, c.floats(), n, oc.type, 16, 7);

@@ -79,6 +79,10 @@ void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count);
 [[nodiscard]] double disk_read_bandwidth(const std::string& path);
 /// Asks the kernel to drop `path` from the page cache (best effort).
 void drop_page_cache(const std::string& path) noexcept;
+/// Runs `run` with a trace recorded to `path` (its directory made first); runs it
+/// untraced when `path` is empty or a trace is already being recorded (OUTCORE_TRACE).
+void run_traced(const std::string& path, const std::function<void()>& run);
+
 /// Writes a column-major n × n float32 matrix as a Fortran-order .npy file.
 void write_npy_f32(const std::string& path, const float* data, std::uint64_t n);
 

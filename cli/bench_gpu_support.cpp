@@ -206,6 +206,23 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
     return worst;
 }
 
+void run_traced(const std::string& path, const std::function<void()>& run) {
+    if (path.empty() || monitor::tracing()) {
+        run();
+        return;
+    }
+    const std::filesystem::path file(path);
+    if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path());
+    monitor::start_trace(file);
+    try {
+        run();
+    } catch (...) {
+        (void)monitor::stop_trace();
+        throw;
+    }
+    (void)monitor::stop_trace();
+}
+
 void drop_page_cache(const std::string& path) noexcept {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;

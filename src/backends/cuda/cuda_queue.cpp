@@ -7,6 +7,7 @@
 #include "cuda_blas.hpp"
 #include "cuda_check.hpp"
 #include "cuda_device.hpp"
+#include "device/traced_ops.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/monitor/hooks.hpp"
@@ -43,28 +44,9 @@ Where where_of_host(const void* pointer) noexcept {
     }
 }
 
-/// The trace track of a queue's role (Pipeline's queue names; General queues are not traced).
-std::string_view track_of(QueueRole role) noexcept {
-    switch (role) {
-        case QueueRole::Upload: return "upload";
-        case QueueRole::Download: return "download";
-        default: return "compute";
-    }
-}
-
 /// How a traced copy between `a` and `b` is named (docs/tracing.md).
 monitor::OpKind copy_kind(Where a, Where b) noexcept {
-    if (a != Where::Device && b == Where::Device) return monitor::OpKind::Upload;
-    if (a == Where::Device && b != Where::Device) return monitor::OpKind::Download;
-    return monitor::OpKind::DeviceCopy;
-}
-
-std::string_view copy_name(monitor::OpKind kind) noexcept {
-    switch (kind) {
-        case monitor::OpKind::Upload: return "upload";
-        case monitor::OpKind::Download: return "download";
-        default: return "copy";
-    }
+    return detail::copy_kind(a != Where::Device, b != Where::Device);
 }
 
 /// Anchors older than this are replaced: cudaEventElapsedTime is a float of
@@ -274,7 +256,7 @@ CudaQueue::GpuOp CudaQueue::timed(GpuOp op, monitor::OpKind kind, std::string_vi
         }
         const std::shared_ptr<monitor::TimedOp> handle =
             op_log_->add(monitor::OpEvent{.kind = kind,
-                                          .queue = track_of(role()),
+                                          .queue = detail::queue_track(role()),
                                           .name = name,
                                           .bytes = bytes,
                                           .device_id = cuda_device_->id()},
@@ -319,7 +301,7 @@ void CudaQueue::do_copy(const BufferView& src, const BufferView& dst, HostRange 
     };
     if (monitor::observed()) {
         const monitor::OpKind traced = copy_kind(a, b);
-        op = timed(std::move(op), traced, copy_name(traced), bytes);
+        op = timed(std::move(op), traced, detail::copy_name(traced), bytes);
     }
     push(Item{.kind = kind, .op = std::move(op), .task = {}, .slot = {}});
 }
@@ -355,7 +337,7 @@ void CudaQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2
     };
     if (monitor::observed()) {
         const monitor::OpKind traced = up ? copy_kind(h, d) : copy_kind(d, h);
-        op = timed(std::move(op), traced, copy_name(traced), shape.rows * shape.width_bytes);
+        op = timed(std::move(op), traced, detail::copy_name(traced), shape.rows * shape.width_bytes);
     }
     push(Item{.kind = kind, .op = std::move(op), .task = {}, .slot = {}});
 }

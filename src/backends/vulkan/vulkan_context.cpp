@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string_view>
+#include <vector>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
@@ -57,6 +60,30 @@ bool has_device_extension(VkPhysicalDevice device, const char* name) {
     return std::any_of(ext.begin(), ext.end(), [name](const VkExtensionProperties& e) {
         return std::strcmp(e.extensionName, name) == 0;
     });
+}
+
+/// Whether queues may time their commands (Context::device_timestamps): the families
+/// used write timestamps and the device's counter and CLOCK_MONOTONIC calibrate together.
+bool wants_timestamps(VkInstance instance, VkPhysicalDevice device,
+                      const std::vector<VkQueueFamilyProperties>& families,
+                      std::initializer_list<std::uint32_t> used) {
+    const char* env = std::getenv("OUTCORE_VULKAN_TIMESTAMPS");
+    if (env != nullptr && std::string_view(env) == "0") return false;
+    if (!has_device_extension(device, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME)) return false;
+    for (const std::uint32_t f : used) {
+        if (f != UINT32_MAX && families[f].timestampValidBits == 0) return false;
+    }
+    auto domains_of = reinterpret_cast<PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT>(
+        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT"));
+    if (domains_of == nullptr) return false;
+    std::uint32_t count = 0;
+    if (domains_of(device, &count, nullptr) != VK_SUCCESS) return false;
+    std::vector<VkTimeDomainEXT> domains(count);
+    if (domains_of(device, &count, domains.data()) != VK_SUCCESS) return false;
+    const auto has = [&](VkTimeDomainEXT d) {
+        return std::find(domains.begin(), domains.end(), d) != domains.end();
+    };
+    return has(VK_TIME_DOMAIN_DEVICE_EXT) && has(VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT);
 }
 
 int type_rank(VkPhysicalDeviceType t) {
@@ -339,6 +366,8 @@ Context::Context(std::uint32_t index) {
                           .pQueuePriorities = priority.data()});
     }
     std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    const bool timestamps = wants_timestamps(instance_.handle(), physical_, families, {compute, transfer});
+    if (timestamps) extensions.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
     if (has_device_extension(physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME))
         extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     if (has_device_extension(physical_, "VK_KHR_portability_subset"))  // MoltenVK requires it when present
@@ -365,6 +394,7 @@ Context::Context(std::uint32_t index) {
                            "VK_ERROR_FEATURE_NOT_PRESENT");
     }
     want12.timelineSemaphore = VK_TRUE;
+    want12.hostQueryReset = timestamps && f12.hostQueryReset == VK_TRUE ? VK_TRUE : VK_FALSE;
     VkPhysicalDeviceVulkan11Features want11{};
     want11.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES;
     want11.pNext = &want12;
@@ -384,13 +414,20 @@ Context::Context(std::uint32_t index) {
     OUTCORE_VK_CHECK(vkCreateDevice(physical_, &info, nullptr, &device_));
     vkGetDeviceQueue(device_, compute, 0, &compute_.queue);
     compute_.family = compute;
+    compute_.timestamp_bits = families[compute].timestampValidBits;
     if (has_transfer_) {
         vkGetDeviceQueue(device_, transfer, 0, &transfer_.queue);
         transfer_.family = transfer;
+        transfer_.timestamp_bits = families[transfer].timestampValidBits;
     }
     if (has_download_) {
         vkGetDeviceQueue(device_, download, download_index, &download_.queue);
         download_.family = download;
+        download_.timestamp_bits = families[download].timestampValidBits;
+    }
+    if (timestamps && want12.hostQueryReset == VK_TRUE) {
+        calibrate_ = reinterpret_cast<PFN_vkGetCalibratedTimestampsEXT>(
+            vkGetDeviceProcAddr(device_, "vkGetCalibratedTimestampsEXT"));
     }
     push_descriptor_ = reinterpret_cast<PFN_vkCmdPushDescriptorSetKHR>(
         vkGetDeviceProcAddr(device_, "vkCmdPushDescriptorSetKHR"));
@@ -406,6 +443,22 @@ Context::~Context() {
         (void)vkDeviceWaitIdle(device_);
         vkDestroyDevice(device_, nullptr);
     }
+}
+
+Calibration Context::calibrate() const {
+    if (calibrate_ == nullptr) throw UsageError(kComponent, "calibrate() without device timestamps");
+    const std::array<VkCalibratedTimestampInfoEXT, 2> domains{
+        VkCalibratedTimestampInfoEXT{.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+                                     .pNext = nullptr,
+                                     .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
+        VkCalibratedTimestampInfoEXT{.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+                                     .pNext = nullptr,
+                                     .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
+    std::array<std::uint64_t, 2> values{};
+    std::uint64_t deviation = 0;
+    OUTCORE_VK_CHECK(calibrate_(device_, 2, domains.data(), values.data(), &deviation));
+    return {
+        .ticks = values[0], .monotonic_ns = static_cast<std::int64_t>(values[1]), .deviation_ns = deviation};
 }
 
 bool Context::coherent(MemoryKind kind) const noexcept {

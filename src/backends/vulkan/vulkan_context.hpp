@@ -44,7 +44,16 @@ private:
 struct SharedQueue {
     VkQueue queue = VK_NULL_HANDLE;
     std::uint32_t family = 0;
+    std::uint32_t timestamp_bits = 0;  ///< the family's timestampValidBits (0: no timestamps)
     std::mutex mutex;
+};
+
+/// One reading of the device's timestamp counter and of CLOCK_MONOTONIC taken together
+/// (VK_EXT_calibrated_timestamps): the host time is off by at most `deviation_ns`.
+struct Calibration {
+    std::uint64_t ticks = 0;
+    std::int64_t monotonic_ns = 0;
+    std::uint64_t deviation_ns = 0;
 };
 
 /// The logical device and what outcore uses of it.
@@ -84,6 +93,16 @@ public:
     [[nodiscard]] bool small_storage() const noexcept { return small_storage_; }
     /// shaderFloat64 is on (the f64 GEMM needs it).
     [[nodiscard]] bool float64() const noexcept { return float64_; }
+    /// Whether queues can time their commands on the device (docs/tracing.md): every
+    /// queue family outcore uses writes timestamps, queries reset from the host
+    /// (hostQueryReset), and VK_EXT_calibrated_timestamps relates the device's counter
+    /// to CLOCK_MONOTONIC. OUTCORE_VULKAN_TIMESTAMPS=0 turns it off.
+    [[nodiscard]] bool device_timestamps() const noexcept { return calibrate_ != nullptr; }
+    /// Nanoseconds per timestamp tick (limits.timestampPeriod).
+    [[nodiscard]] double timestamp_period_ns() const noexcept { return limits_.timestampPeriod; }
+    /// Reads the counter and the host clock together; only with device_timestamps().
+    /// Throws BackendError.
+    [[nodiscard]] Calibration calibrate() const;
 
 private:
     Instance instance_;
@@ -101,6 +120,7 @@ private:
     bool small_storage_ = false;
     bool float64_ = false;
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
+    PFN_vkGetCalibratedTimestampsEXT calibrate_ = nullptr;
 };
 
 }  // namespace outcore::vulkan

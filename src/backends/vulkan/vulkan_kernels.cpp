@@ -171,8 +171,8 @@ namespace {
 void dispatch(VulkanQueue& q, VulkanDevice& device, const ComputePipeline& pipe,
               std::vector<VkDescriptorBufferInfo> infos, std::vector<std::byte> push, std::uint32_t gx,
               std::uint32_t gy, std::shared_ptr<void> keep) {
-    q.enqueue_batched([&q, &device, &pipe, infos = std::move(infos), push = std::move(push), gx, gy,
-                       keep = std::move(keep)]() mutable {
+    auto record = [&q, &device, &pipe, infos = std::move(infos), push = std::move(push), gx, gy,
+                   keep = std::move(keep)]() mutable {
         VkCommandBuffer cmd = q.commands();
         std::vector<VkWriteDescriptorSet> writes(infos.size());
         for (std::uint32_t i = 0; i < infos.size(); ++i) {
@@ -194,7 +194,9 @@ void dispatch(VulkanQueue& q, VulkanDevice& device, const ComputePipeline& pipe,
                            static_cast<std::uint32_t>(push.size()), push.data());
         vkCmdDispatch(cmd, gx, gy, 1);
         if (keep) q.keep(std::move(keep));
-    });
+    };
+    const std::string_view name = monitor::current_op_name();
+    q.enqueue_command(monitor::OpKind::Kernel, name.empty() ? "compute" : name, 0, std::move(record));
 }
 
 template <typename T>
@@ -471,7 +473,7 @@ void VulkanKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {
     if (regions.empty()) return;
     const BufferView buffer = args.buffer;
     const std::uint64_t zero_bytes = zero ? a.cols * px : 0;
-    q.enqueue_batched([&q, buffer, regions = std::move(regions), zero_bytes]() mutable {
+    auto record = [&q, buffer, regions = std::move(regions), zero_bytes]() mutable {
         VkBuffer target = q.buffer_of(buffer);
         if (zero_bytes > 0) {
             auto s = std::make_shared<Block>(q.vulkan_device().staging().allocate(
@@ -485,7 +487,8 @@ void VulkanKernels::do_pad_edges(Queue& queue, const PadEdgesArgs& args) {
         }
         vkCmdCopyBuffer(q.commands(), target, target, static_cast<std::uint32_t>(regions.size()),
                         regions.data());
-    });
+    };
+    q.enqueue_command(monitor::OpKind::DeviceCopy, "copy", 0, std::move(record));
 }
 
 }  // namespace outcore::vulkan

@@ -7,7 +7,10 @@
 #include <string_view>
 #include <utility>
 
+#include "device/traced_ops.hpp"
 #include "outcore/core/error.hpp"
+#include "outcore/core/log.hpp"
+#include "outcore/monitor/hooks.hpp"
 #include "vulkan_check.hpp"
 #include "vulkan_device.hpp"
 
@@ -20,6 +23,9 @@ namespace {
 constexpr std::uint32_t kMaxCommands = 256;
 /// Staging bytes a batch may hold before it is submitted (see stage()).
 constexpr std::uint64_t kMaxStagedBytes = std::uint64_t{256} << 20;
+/// How often a traced queue re-reads the device's counter against the host clock, so
+/// drift between the two clocks stays far below a microsecond.
+constexpr std::int64_t kReanchorNs = 1'000'000'000;
 
 void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
     const VkMemoryBarrier b{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -75,6 +81,9 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
             timeline_, [dev](void* t) { vkDestroySemaphore(dev, static_cast<VkSemaphore>(t), nullptr); });
         watcher_ = std::thread([this] { watch(); });
         start();
+        // This device's queues report their claimed commands with device times while a
+        // monitor observes: layers that time queue work on the host skip it.
+        if (cx.device_timestamps()) monitor::set_device_timed(device.id());
     } catch (...) {
         stop_watcher();
         timeline_owner_.reset();
@@ -86,6 +95,11 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
 VulkanQueue::~VulkanQueue() {
     stop();          // drains: every batch has finished
     stop_watcher();  // so every handed-over record is complete
+    if (op_log_) {
+        (void)op_log_->poll();  // every timed command has run: all are reported
+        published_log_.store(nullptr, std::memory_order_release);
+        op_log_.reset();
+    }
     const VkDevice dev = device_->context().device();
     for (VkFence f : free_fences_) vkDestroyFence(dev, f, nullptr);
     if (current_.fence != VK_NULL_HANDLE) vkDestroyFence(dev, current_.fence, nullptr);
@@ -120,8 +134,94 @@ VkCommandBuffer VulkanQueue::commands() {
     // barrier's first scope covers earlier submissions too).
     full_barrier(current_.commands, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                  VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT);
+    if (timing_ != nullptr && !timing_->begun) {
+        // After the barrier: written once everything before this command has finished.
+        stamps_->write(current_.commands, timing_->begin, submitted_ + 1);
+        timing_->begun = true;
+    }
     ++recorded_;
     return current_.commands;
+}
+
+void VulkanQueue::enqueue_command(monitor::OpKind kind, std::string_view name, std::uint64_t bytes,
+                                  std::function<void()> record) {
+    std::shared_ptr<TimedCommand> t = timed(kind, name, bytes);
+    if (!t) {
+        enqueue_batched(std::move(record));
+        return;
+    }
+    enqueue_batched([this, t = std::move(t), record = std::move(record)] {
+        timing_ = t.get();
+        try {
+            record();
+        } catch (...) {
+            finish_timing(*t);
+            throw;
+        }
+        finish_timing(*t);
+    });
+}
+
+void VulkanQueue::finish_timing(TimedCommand& t) noexcept {
+    timing_ = nullptr;
+    // Nothing flushes between a command's commands() and the end of its recording, so
+    // the end query goes into the same command buffer as the begin query.
+    if (!t.begun || current_.commands == VK_NULL_HANDLE) return;  // abandoned when t dies
+    stamps_->write(current_.commands, t.end, submitted_ + 1);     // the current batch's value
+    t.op->issued();
+}
+
+std::shared_ptr<VulkanQueue::TimedCommand> VulkanQueue::timed(monitor::OpKind kind, std::string_view name,
+                                                              std::uint64_t bytes) {
+    // Only what a layer claimed (monitor::OpNameScope: Pipeline's work) is traced;
+    // General queues are not queue tracks (the swap store reports its own moves).
+    if (!monitor::observed() || !monitor::op_scope_open() || role() == QueueRole::General ||
+        !device_->context().device_timestamps())
+        return nullptr;
+    std::lock_guard lock(timing_mutex_);
+    if (timing_failed_) return nullptr;
+    try {
+        prepare_timing();
+        (void)op_log_->poll();  // reports what has finished since the last command
+        auto t = std::make_shared<TimedCommand>();
+        t->begin = stamps_->acquire();
+        try {
+            t->end = stamps_->acquire();
+        } catch (...) {
+            stamps_->release(t->begin);
+            throw;
+        }
+        t->op = op_log_->add(monitor::OpEvent{.kind = kind,
+                                              .queue = detail::queue_track(role()),
+                                              .name = name,
+                                              .bytes = bytes,
+                                              .device_id = device_->id()},
+                             t->begin, t->end);
+        return t;
+    } catch (const std::exception& e) {
+        timing_failed_ = true;
+        log::warn(kComponent, "tracing: cannot time this queue's commands with timestamps ({}); not traced",
+                  e.what());
+        return nullptr;
+    }
+}
+
+void VulkanQueue::prepare_timing() {
+    const Context& cx = device_->context();
+    if (!op_log_) {
+        const VkDevice dev = cx.device();
+        stamps_ = std::make_unique<QueryStamps>(cx, target_->timestamp_bits, [dev, timeline = timeline_] {
+            std::uint64_t value = 0;
+            // On failure (a lost device) nothing counts as finished: no query is reused.
+            if (vkGetSemaphoreCounterValue(dev, timeline, &value) != VK_SUCCESS) return std::uint64_t{0};
+            return value;
+        });
+        op_log_ = std::make_unique<monitor::DeviceOpLog>(*stamps_);
+        published_log_.store(op_log_.get(), std::memory_order_release);
+    }
+    if (op_log_->has_anchor() && monitor::now_ns() - op_log_->anchor_ns() < kReanchorNs) return;
+    const Calibration c = cx.calibrate();
+    op_log_->set_anchor(stamps_->fixed(c.ticks), QueryStamps::anchor_of(c));
 }
 
 void VulkanQueue::keep(std::shared_ptr<void> owner) { current_.keep.push_back(std::move(owner)); }
@@ -288,8 +388,13 @@ void VulkanQueue::drain() {
     }
     // Records handed to the watcher are reached now; a drained queue has them complete
     // (synchronize() returning means every earlier record queries done).
-    std::unique_lock lock(watch_mutex_);
-    watch_cv_.wait(lock, [this] { return watched_.empty(); });
+    {
+        std::unique_lock lock(watch_mutex_);
+        watch_cv_.wait(lock, [this] { return watched_.empty(); });
+    }
+    // Every timed command so far has run: report them before synchronize() returns.
+    if (monitor::DeviceOpLog* log = published_log_.load(std::memory_order_acquire); log != nullptr)
+        (void)log->poll();
 }
 
 void VulkanQueue::recycle(Batch& batch) {
@@ -326,7 +431,8 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         // A copy within one buffer must not overlap itself (Vulkan leaves that
         // undefined): such a copy takes the staging path below.
         if (hb && !overlaps(*hb, buffer, at, bytes, bytes)) {
-            enqueue_batched([this, hb = *hb, buffer, at, bytes, up] {
+            const monitor::OpKind kind = up ? monitor::OpKind::Upload : monitor::OpKind::Download;
+            enqueue_command(kind, detail::copy_name(kind), bytes, [this, hb = *hb, buffer, at, bytes, up] {
                 const VkBufferCopy r{
                     .srcOffset = up ? hb.offset : at, .dstOffset = up ? at : hb.offset, .size = bytes};
                 vkCmdCopyBuffer(commands(), up ? hb.buffer : buffer, up ? buffer : hb.buffer, 1, &r);
@@ -335,7 +441,7 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         }
     }
     if (host.src != nullptr) {  // upload: host -> staging now, staging -> buffer on the device
-        enqueue_batched([this, dst, from = host.src, bytes] {
+        enqueue_command(monitor::OpKind::Upload, "upload", bytes, [this, dst, from = host.src, bytes] {
             std::shared_ptr<Block> s = stage(bytes);
             std::memcpy(s->host(), from, static_cast<std::size_t>(bytes));
             const VkBufferCopy r{
@@ -347,7 +453,7 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
     }
     if (host.dst != nullptr) {  // download: buffer -> staging on the device, then to the host
         auto holder = std::make_shared<std::shared_ptr<Block>>();
-        enqueue_batched([this, src, holder, bytes] {
+        enqueue_command(monitor::OpKind::Download, "download", bytes, [this, src, holder, bytes] {
             *holder = stage(bytes);
             const VkBufferCopy r{
                 .srcOffset = src.native_offset(), .dstOffset = (*holder)->raw().offset, .size = bytes};
@@ -360,7 +466,9 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         });
         return;
     }
-    enqueue_batched([this, src, dst, bytes] {
+    const monitor::OpKind kind =
+        detail::copy_kind(src.block.kind != MemoryKind::Device, dst.block.kind != MemoryKind::Device);
+    enqueue_command(kind, detail::copy_name(kind), bytes, [this, src, dst, bytes] {
         const VkBufferCopy r{
             .srcOffset = src.native_offset(), .dstOffset = dst.native_offset(), .size = bytes};
         vkCmdCopyBuffer(commands(), buffer_of(src), buffer_of(dst), 1, &r);
@@ -382,6 +490,7 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         return r;
     };
     const bool up = host.src != nullptr;
+    const monitor::OpKind kind = up ? monitor::OpKind::Upload : monitor::OpKind::Download;
     const auto* host_first = static_cast<const std::byte*>(up ? host.src : host.dst);
     const std::uint64_t host_span =
         shape.rows == 0 ? 0 : (shape.rows - 1) * shape.host_pitch_bytes + shape.width_bytes;
@@ -390,7 +499,7 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         shape.rows == 0 ? 0 : (shape.rows - 1) * shape.buffer_pitch_bytes + shape.width_bytes;
     if (hb &&
         !overlaps(*hb, buffer_of(buffer), buffer.native_offset(), host_span, buffer_span)) {  // see do_copy
-        enqueue_batched([this, hb = *hb, buffer, shape, up, regions] {
+        enqueue_command(kind, detail::copy_name(kind), packed, [this, hb = *hb, buffer, shape, up, regions] {
             const std::vector<VkBufferCopy> r = regions(hb.offset, shape.host_pitch_bytes, up);
             const VkBuffer device_buffer = buffer_of(buffer);
             vkCmdCopyBuffer(commands(), up ? hb.buffer : device_buffer, up ? device_buffer : hb.buffer,
@@ -399,7 +508,8 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         return;
     }
     if (up) {
-        enqueue_batched(
+        enqueue_command(
+            kind, "upload", packed,
             [this, buffer, shape, packed, regions, from = static_cast<const std::byte*>(host.src)] {
                 std::shared_ptr<Block> s = stage(packed);
                 for (std::uint64_t i = 0; i < shape.rows; ++i) {
@@ -414,7 +524,7 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         return;
     }
     auto holder = std::make_shared<std::shared_ptr<Block>>();
-    enqueue_batched([this, buffer, packed, regions, holder, shape] {
+    enqueue_command(kind, "download", packed, [this, buffer, packed, regions, holder, shape] {
         *holder = stage(packed);
         const std::vector<VkBufferCopy> r = regions((*holder)->raw().offset, shape.width_bytes, false);
         vkCmdCopyBuffer(commands(), buffer_of(buffer), device_->buffer_of((*holder)->raw()),
@@ -432,7 +542,7 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
 
 void VulkanQueue::do_fill(const BufferView& dst, std::byte value) {
     if (dst.bytes == 0) return;
-    enqueue_batched([this, dst, value] {
+    enqueue_command(monitor::OpKind::Kernel, "fill", 0, [this, dst, value] {
         if (dst.native_offset() % 4 == 0 && dst.bytes % 4 == 0) {
             const auto b = static_cast<std::uint32_t>(std::to_integer<unsigned>(value));
             vkCmdFillBuffer(commands(), buffer_of(dst), dst.native_offset(), dst.bytes, b * 0x01010101U);

@@ -19,6 +19,11 @@
 // more); OUTCORE_VULKAN_EVENTS=host still selects that (docs/backends.md), which on
 // the H200 measured the same for the out-of-core GEMM.
 //
+// While a monitor observes, commands that a layer claimed (monitor::OpNameScope: the
+// tile Pipeline's copies and kernels) are timed on the device where the device can
+// (Context::device_timestamps): a timestamp query before and after each, reported
+// through a DeviceOpLog anchored by VK_EXT_calibrated_timestamps (vulkan_timing.hpp).
+//
 // Copies from and to this device's own coherent host-visible memory (HostPinned
 // Blocks) are DMA between that block's buffer and the device buffer: the GPU reads or
 // writes the host bytes when the batch runs. Copies with other (pageable) host memory
@@ -33,14 +38,18 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "device/worker_queue.hpp"
+#include "outcore/monitor/device_time.hpp"
 #include "vulkan_context.hpp"
+#include "vulkan_timing.hpp"
 
 namespace outcore::vulkan {
 
@@ -59,6 +68,12 @@ public:
     void keep(std::shared_ptr<void> owner);
     /// The buffer and byte offset a view lives at.
     [[nodiscard]] VkBuffer buffer_of(const BufferView& view) const;
+    /// Enqueues `record` as batched work that records one command through commands().
+    /// When this thread's work is claimed for a trace (monitor::OpNameScope) and the
+    /// device has timestamps, the command is timed on the device and reported as `kind`
+    /// named `name` (a literal) with `bytes` on this queue's track.
+    void enqueue_command(monitor::OpKind kind, std::string_view name, std::uint64_t bytes,
+                         std::function<void()> record);
     /// Waits for other queues' records that this queue made on the device (tests).
     [[nodiscard]] std::uint64_t device_waits() const noexcept { return device_waits_.load(); }
 
@@ -86,6 +101,27 @@ private:
     void stop_watcher() noexcept;
 
     void recycle(Batch& batch);
+
+    /// A command being timed: its op in the log and its two queries. Abandons the op
+    /// if it dies before the command was recorded (a failed queue skipped it).
+    struct TimedCommand {
+        std::shared_ptr<monitor::TimedOp> op;
+        monitor::StampSource::Stamp begin = 0, end = 0;
+        bool begun = false;  ///< the begin query is recorded (worker)
+        TimedCommand() = default;
+        TimedCommand(const TimedCommand&) = delete;
+        TimedCommand& operator=(const TimedCommand&) = delete;
+        ~TimedCommand() {
+            if (op) op->abandon();
+        }
+    };
+    /// On the caller's thread: a timed command for work being enqueued, or null.
+    [[nodiscard]] std::shared_ptr<TimedCommand> timed(monitor::OpKind kind, std::string_view name,
+                                                      std::uint64_t bytes);
+    /// The log and its anchor (re-read every second); under timing_mutex_.
+    void prepare_timing();
+    /// On the worker, after the command's recording: its end query, and it is issued.
+    void finish_timing(TimedCommand& t) noexcept;
     /// Staging memory for `bytes`, released with the current batch.
     [[nodiscard]] std::shared_ptr<Block> stage(std::uint64_t bytes);
 
@@ -103,6 +139,15 @@ private:
     std::vector<std::pair<detail::DevicePoint, std::shared_ptr<detail::HostSignal>>> waits_;
     std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
     std::atomic<std::uint64_t> device_waits_{0};
+    TimedCommand* timing_ = nullptr;  ///< worker: the command whose begin query commands() writes
+
+    // Device timing (callers' threads, under timing_mutex_; the log is thread-safe and
+    // polled through published_log_ by drain()).
+    std::mutex timing_mutex_;
+    bool timing_failed_ = false;
+    std::unique_ptr<QueryStamps> stamps_;
+    std::unique_ptr<monitor::DeviceOpLog> op_log_;  // after stamps_: releases into it
+    std::atomic<monitor::DeviceOpLog*> published_log_{nullptr};
 
     // The timeline semaphore, shared with DevicePoints handed to waiters (destroyed when
     // the last of them lets go, never before the queue's own submits are done).

@@ -28,6 +28,7 @@
 #include "outcore/monitor/device_time.hpp"
 #include "outcore/monitor/hooks.hpp"
 #include "outcore/ops/gemm.hpp"
+#include "support/op_collector.hpp"
 #include "support/test_seed.hpp"
 
 namespace {
@@ -48,29 +49,7 @@ using CudaTraceTest = outcore::cuda::test::CudaTest;
 /// milliseconds or more, which this still catches.
 constexpr std::int64_t kSlackNs = 250'000;
 
-class Collector final : public outcore::monitor::Observer {
-public:
-    struct Seen {
-        OpKind kind;
-        std::string queue;
-        std::string name;
-        std::uint64_t bytes;
-        std::int64_t begin_ns;
-        std::int64_t end_ns;
-    };
-    void on_op(const OpEvent& e) noexcept override {
-        std::lock_guard lock(mutex_);
-        seen_.push_back({e.kind, std::string(e.queue), std::string(e.name), e.bytes, e.begin_ns, e.end_ns});
-    }
-    std::vector<Seen> seen() {
-        std::lock_guard lock(mutex_);
-        return seen_;
-    }
-
-private:
-    std::mutex mutex_;
-    std::vector<Seen> seen_;
-};
+using Collector = outcore::test::OpCollector;
 
 TEST_F(CudaTraceTest, ACopyIsTimedByTheDeviceInsideItsHostInterval) {
     const std::uint64_t bytes = 64 * kMiB;

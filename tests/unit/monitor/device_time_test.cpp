@@ -23,6 +23,7 @@
 
 #include "outcore/core/error.hpp"
 #include "outcore/monitor/trace.hpp"
+#include "support/op_collector.hpp"
 #include "support/test_seed.hpp"
 
 namespace {
@@ -91,32 +92,7 @@ private:
     std::size_t double_releases_ = 0;
 };
 
-/// Keeps every OpEvent it is given.
-class Collector final : public outcore::monitor::Observer {
-public:
-    void on_op(const OpEvent& e) noexcept override {
-        std::lock_guard lock(mutex_);
-        events_.push_back(Seen{e.kind, std::string(e.queue), std::string(e.name), e.bytes, e.device_id,
-                               e.begin_ns, e.end_ns});
-    }
-    struct Seen {
-        OpKind kind;
-        std::string queue;
-        std::string name;
-        std::uint64_t bytes;
-        std::uint64_t device_id;
-        std::int64_t begin_ns;
-        std::int64_t end_ns;
-    };
-    std::vector<Seen> events() {
-        std::lock_guard lock(mutex_);
-        return events_;
-    }
-
-private:
-    std::mutex mutex_;
-    std::vector<Seen> events_;
-};
+using Collector = outcore::test::OpCollector;
 
 OpEvent copy_event(std::uint64_t bytes) {
     return OpEvent{
@@ -183,7 +159,7 @@ TEST(DeviceTime, ReportsDoneOpsInOrderWithTheDeviceTimes) {
         EXPECT_EQ(log.poll(), 2U);
         EXPECT_EQ(log.pending(), 0U);
 
-        const auto seen = collector.events();
+        const auto seen = collector.seen();
         ASSERT_EQ(seen.size(), 3U);
         const std::int64_t base = at.midpoint_ns();
         EXPECT_EQ(seen[0].begin_ns, base + 1'000'000);
@@ -220,7 +196,7 @@ TEST(DeviceTime, DropsAbandonedAndUnmeasurableOpsAndReleasesEverything) {
         kept->abandon();  // issued first: abandon does nothing
         EXPECT_EQ(log.poll(), 1U);
         EXPECT_EQ(log.pending(), 0U);
-        const auto seen = collector.events();
+        const auto seen = collector.seen();
         ASSERT_EQ(seen.size(), 1U);
         EXPECT_EQ(seen.back().bytes, 3U);
         for (const auto& s : seen) EXPECT_NE(s.bytes, 2U) << "an op the device cannot measure is dropped";
@@ -230,13 +206,13 @@ TEST(DeviceTime, DropsAbandonedAndUnmeasurableOpsAndReleasesEverything) {
         auto late = log.add(copy_event(4), stamps.make(1001.0, true), stamps.make(1002.0, true));
         late->issued();
         EXPECT_EQ(log.poll(), 1U);
-        EXPECT_EQ(collector.events().back().begin_ns, 5'001'000'000);
+        EXPECT_EQ(collector.seen().back().begin_ns, 5'001'000'000);
         // Pending at destruction: released, not reported.
         auto never = log.add(copy_event(5), stamps.make(1003.0), stamps.make(1004.0));
         never->issued();
         EXPECT_EQ(log.pending(), 1U);
     }
-    for (const auto& s : collector.events()) EXPECT_NE(s.bytes, 5U);
+    for (const auto& s : collector.seen()) EXPECT_NE(s.bytes, 5U);
     EXPECT_EQ(stamps.live(), 0U);
     EXPECT_EQ(stamps.double_releases(), 0U);
 }
@@ -250,8 +226,8 @@ TEST(DeviceTime, ReportsNothingWhileNoObserverIsRegistered) {
     Collector late;
     EXPECT_EQ(log.poll(), 1U);  // handled (and its stamps released) ...
     const ObserverRegistration reg(late);
-    EXPECT_TRUE(late.events().empty());  // ... but reported to no one
-    EXPECT_EQ(stamps.live(), 1U);        // the anchor only
+    EXPECT_TRUE(late.seen().empty());  // ... but reported to no one
+    EXPECT_EQ(stamps.live(), 1U);      // the anchor only
 }
 
 TEST(DeviceTime, TheTraceShowsDeviceTimedOpsOnTheQueuesTrack) {
@@ -362,7 +338,7 @@ TEST(DeviceTimeThreads, OpsAddedOnOneThreadAndIssuedOnAnotherAreReportedOnce) {
         (void)log.poll();
         EXPECT_EQ(log.pending(), 0U);
     }
-    const auto seen = collector.events();
+    const auto seen = collector.seen();
     ASSERT_EQ(seen.size(), n);
     for (std::uint64_t i = 0; i < n; ++i) {
         EXPECT_EQ(seen[i].bytes, i);
