@@ -38,10 +38,12 @@ using namespace gpu_bench;  // NOLINT(google-build-using-namespace): the bench h
 
 struct VulkanBenchFlags {
     std::string n = "16384";
-    std::vector<std::string> tiles{"16x4x16", "16x4x16c", "16x8x16", "16x8x16c", "16x8x8c", "8x8x16c"};
+    std::vector<std::string> tiles{"16x4x16", "16x4x16c", "16x8x16", "16x8x16c",
+                                   "16x8x8c", "8x8x16c",  "16x8x8v", "16x8x16v"};
     int reps = 3;
     int warmup = 1;
     std::optional<std::string> json;
+    std::string trace;  // --trace: the out-of-core run that measures busy times, traced
     bool force = false;
     bool skip_cuda = false;
 };
@@ -59,16 +61,20 @@ vulkan::GemmTile parse_tile(const std::string& text) {
     int used = 0;
     const int got = std::sscanf(text.c_str(), "%ux%ux%u%n", &w, &p, &d, &used);
     const std::string rest = got == 3 ? text.substr(static_cast<std::size_t>(used)) : "";
-    if (got != 3 || (!rest.empty() && rest != "c") || text.find('-') != std::string::npos || w == 0 ||
-        p == 0 || d == 0) {
-        throw UsageError("bench", fmt::format("--tiles '{}': expected WORKGROUPxPER_THREADxDEPTH[c]", text));
+    if (got != 3 || (!rest.empty() && rest != "c" && rest != "v") || text.find('-') != std::string::npos ||
+        w == 0 || p == 0 || d == 0) {
+        throw UsageError("bench",
+                         fmt::format("--tiles '{}': expected WORKGROUPxPER_THREADxDEPTH[c|v]", text));
     }
-    t.workgroup = w, t.per_thread = p, t.depth = d, t.contiguous = rest == "c";
+    t.workgroup = w, t.per_thread = p, t.depth = d, t.contiguous = rest == "c", t.vectorized = rest == "v";
     return t;
 }
 
 std::string tile_name(const vulkan::GemmTile& t) {
-    return fmt::format("{}x{}x{}{}", t.workgroup, t.per_thread, t.depth, t.contiguous ? "c" : "");
+    return fmt::format("{}x{}x{}{}", t.workgroup, t.per_thread, t.depth,
+                       t.contiguous   ? "c"
+                       : t.vectorized ? "v"
+                                      : "");
 }
 
 /// The Vulkan device index the flags name ("vulkan:2" → 2), else 0.
@@ -157,8 +163,11 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             fmt::format("in-core Vulkan GEMM, blocking {} ({}×{} threads, {}×{} each{}, {} deep) on {}: {} "
                         "({}), sample error {:.2e}{}",
                         name, t.workgroup, t.workgroup, t.per_thread, t.per_thread,
-                        t.contiguous ? " adjacent" : "", t.depth, device_name, tflops(flops, tm.median()),
-                        format_seconds(tm.median()), err, err > kTolerance ? "  FAILED" : ""));
+                        t.contiguous   ? " adjacent"
+                        : t.vectorized ? " as 2x2 vec4 blocks"
+                                       : "",
+                        t.depth, device_name, tflops(flops, tm.median()), format_seconds(tm.median()), err,
+                        err > kTolerance ? "  FAILED" : ""));
         if (err <= kTolerance && (best == tiles.size() || tm.median() < best_s))
             best = i, best_s = tm.median();
     }
@@ -210,7 +219,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         const Timing tm =
             time_reps(warmup, reps, [&] { last = ops::execute_gemm(*dev, plan, ma, mb, mc, o); });
         o.measure_busy = true;
-        last = ops::execute_gemm(*dev, plan, ma, mb, mc, o);
+        run_traced(f.trace, [&] { last = ops::execute_gemm(*dev, plan, ma, mb, mc, o); });
         const double err = error_of(pc.floats(), 11);
         wrong = wrong || err > kTolerance;
         const double ratio = best_s / tm.median();
@@ -272,8 +281,8 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
     vk->add_option("--n", f->n, "m = n = k of the GEMMs (default 16384)")->type_name("N");
     vk->add_option("--tiles", f->tiles,
                    "Shader blockings to time in-core, WORKGROUPxPER_THREADxDEPTH, 'c' for adjacent rows per "
-                   "thread (default 16x4x16 16x4x16c 16x8x16 16x8x16c 16x8x8c 8x8x16c); the fastest runs "
-                   "out-of-core")
+                   "thread, 'v' for the vec4 shader (16x8x8v, 16x8x16v) (default 16x4x16 16x4x16c 16x8x16 "
+                   "16x8x16c 16x8x8c 8x8x16c 16x8x8v 16x8x16v); the fastest runs out-of-core")
         ->type_name("WxPxD");
     vk->add_option("--reps", f->reps, "Timed repetitions (median reported; default 3)")->type_name("N");
     vk->add_option("--warmup", f->warmup, "Untimed runs first (default 1)")->type_name("N");
@@ -281,6 +290,10 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
         ->type_name("FILE")
         ->expected(0, 1);
     vk->add_flag("--skip-cuda", f->skip_cuda, "Skip the cuBLAS baseline");
+    vk->add_option("--trace", f->trace,
+                   "Trace the out-of-core run that measures busy times to FILE (device times where the "
+                   "device has calibrated timestamps; docs/tracing.md)")
+        ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }

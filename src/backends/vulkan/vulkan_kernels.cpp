@@ -17,7 +17,7 @@ namespace outcore::vulkan {
 
 namespace {
 
-/// Push constants of gemm.comp, in its declaration order; `Scalar` is float (f32,
+/// Push constants of gemm.comp (and gemm_v4.comp), in their declaration order; `Scalar` is float (f32,
 /// bf16) or double (f64), at byte 48 either way.
 template <typename Scalar>
 struct GemmPush {
@@ -217,10 +217,37 @@ std::uint64_t gemm_shared_bytes(const GemmTile& t, std::uint64_t element_bytes) 
     return 2 * (std::uint64_t{t.workgroup} * t.per_thread + 4) * t.depth * element_bytes;
 }
 
+/// The blocking gemm.comp runs: `t`, or where `t` is vectorized (gemm_v4.comp, float32
+/// only) 16x4x16 adjacent, gemm.comp's fastest on the H200 (its 8x8 blockings run at a
+/// tenth of that there, docs/BENCHMARKS.md), for bf16, f16 and f64.
+GemmTile scalar_tile(const GemmTile& t) {
+    return t.vectorized ? GemmTile{.workgroup = 16,
+                                   .per_thread = 4,
+                                   .depth = 16,
+                                   .contiguous = true,
+                                   .vectorized = false}
+                        : t;
+}
+
 /// The blocking `t` checked against what the device runs; returns it as the shader's
-/// specialization constants.
+/// specialization constants (gemm_v4.comp reads only constant 2, the depth).
 std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, const GemmTile& t) {
     const VkPhysicalDeviceLimits& l = device.context().limits();
+    if (t.vectorized) {
+        // Two stages of both slices, 128 floats a row (a swizzle, no padding).
+        const std::uint64_t shared = 2 * 2 * std::uint64_t{t.depth} * 128 * sizeof(float);
+        if (t.workgroup != 16 || t.per_thread != 8 || (t.depth != 8 && t.depth != 16) || t.contiguous ||
+            l.maxComputeWorkGroupInvocations < 256 || l.maxComputeWorkGroupSize[0] < 16 ||
+            l.maxComputeWorkGroupSize[1] < 16 || shared > l.maxComputeSharedMemorySize) {
+            throw UsageError(kComponent,
+                             fmt::format("the vectorized GEMM shader takes 16x16 threads, 8x8 each, 8 or 16 "
+                                         "deep, not adjacent, in {} bytes of shared memory; not {}x{} x "
+                                         "{}x{}, {} deep{}",
+                                         l.maxComputeSharedMemorySize, t.workgroup, t.workgroup, t.per_thread,
+                                         t.per_thread, t.depth, t.contiguous ? ", adjacent" : ""));
+        }
+        return {t.workgroup, t.per_thread, t.depth, 0U};
+    }
     const std::uint64_t threads = std::uint64_t{t.workgroup} * t.workgroup;
     const std::uint64_t block = std::uint64_t{t.workgroup} * t.per_thread;
     const std::uint64_t shared = gemm_shared_bytes(t, sizeof(float));
@@ -243,11 +270,11 @@ std::array<std::uint32_t, 4> gemm_specialization(const VulkanDevice& device, con
 VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
     : device_(device),
       gemm_tile_(gemm_tile),
-      gemm_f32_(device.context().device(), spirv_gemm_f32(), 3, sizeof(GemmPush<float>),
-                gemm_specialization(device, gemm_tile)) {
+      gemm_f32_(device.context().device(), gemm_tile.vectorized ? spirv_gemm_v4_f32() : spirv_gemm_f32(), 3,
+                sizeof(GemmPush<float>), gemm_specialization(device, gemm_tile)) {
     // f32 is made now (it checks the blocking against the driver too); the rest on
     // first use.
-    const std::array<std::uint32_t, 4> spec = gemm_specialization(device, gemm_tile);
+    const std::array<std::uint32_t, 4> spec = gemm_specialization(device, scalar_tile(gemm_tile));
     const VkDevice vk = device.context().device();
     auto gemm = [vk, spec](std::span<const std::uint32_t> (*spirv)(), std::size_t push) {
         return LazyPipeline::Make([vk, spec, spirv, push] {
@@ -265,7 +292,7 @@ VulkanKernels::VulkanKernels(VulkanDevice& device, const GemmTile& gemm_tile)
         });
     }
     // float64 slices take twice the shared memory: without room, no f64 GEMM.
-    if (device.context().float64() && gemm_shared_bytes(gemm_tile, sizeof(double)) <=
+    if (device.context().float64() && gemm_shared_bytes(scalar_tile(gemm_tile), sizeof(double)) <=
                                           device.context().limits().maxComputeSharedMemorySize) {
         gemm_f64_.set(gemm(spirv_gemm_f64, sizeof(GemmPush<double>)));
     }
@@ -295,7 +322,8 @@ void VulkanKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     VulkanQueue& q = vulkan_queue(queue, "gemm");
     if (args.m == 0 || args.n == 0) return;
     const VkPhysicalDeviceLimits& limits = device_.context().limits();
-    const std::uint64_t block = std::uint64_t{gemm_tile_.workgroup} * gemm_tile_.per_thread;
+    const GemmTile tile = args.type == DType::F32 ? gemm_tile_ : scalar_tile(gemm_tile_);
+    const std::uint64_t block = std::uint64_t{tile.workgroup} * tile.per_thread;
     const std::uint64_t groups_m = (args.m + block - 1) / block;
     const std::uint64_t groups_n = (args.n + block - 1) / block;
     if (groups_m > limits.maxComputeWorkGroupCount[0] || groups_n > limits.maxComputeWorkGroupCount[1]) {

@@ -1,6 +1,7 @@
 // vulkan_kernels.hpp — the Vulkan backend's kernels (private to the backend).
 //
-// GEMM is a compute shader (shaders/gemm.comp, built for f32, bf16, f16 and f64); its three matrices are
+// GEMM is a compute shader (shaders/gemm.comp, built for f32, bf16, f16 and f64; for f32
+// shaders/gemm_v4.comp instead when GemmTile::vectorized); its three matrices are
 // bound with push descriptors at offsets rounded down to
 // minStorageBufferOffsetAlignment, the rest passed as element offsets in push
 // constants, so any 4-byte-aligned view works. The edge fill is one vkCmdCopyBuffer
@@ -29,6 +30,7 @@ std::span<const std::uint32_t> spirv_gemm_f32();
 std::span<const std::uint32_t> spirv_gemm_bf16();
 std::span<const std::uint32_t> spirv_gemm_f16();
 std::span<const std::uint32_t> spirv_gemm_f64();
+std::span<const std::uint32_t> spirv_gemm_v4_f32();
 std::span<const std::uint32_t> spirv_filter();
 std::span<const std::uint32_t> spirv_filter_exact_sqrt();
 

@@ -212,9 +212,9 @@ TEST_F(VulkanTest, GemmBlockingIsSpecializedAtPipelineCreation) {
     std::vector<float> want[4];
     for (int t = 0; t < 4; ++t) want[t] = run(*cpu, (t & 1) != 0, (t & 2) != 0);
     for (const outcore::vulkan::GemmTile tile :
-         {outcore::vulkan::GemmTile{8, 2, 8}, outcore::vulkan::GemmTile{8, 4, 8},
-          outcore::vulkan::GemmTile{16, 2, 32}, outcore::vulkan::GemmTile{8, 4, 8, true},
-          outcore::vulkan::GemmTile{8, 8, 16, true}}) {
+         {outcore::vulkan::GemmTile{8, 2, 8, false, false}, outcore::vulkan::GemmTile{8, 4, 8, false, false},
+          outcore::vulkan::GemmTile{16, 2, 32, false, false}, outcore::vulkan::GemmTile{8, 4, 8, true, false},
+          outcore::vulkan::GemmTile{8, 8, 16, true, false}}) {
         auto d = outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = tile});
         for (int t = 0; t < 4; ++t) {
             const std::vector<float> got = run(*d, (t & 1) != 0, (t & 2) != 0);
@@ -225,13 +225,16 @@ TEST_F(VulkanTest, GemmBlockingIsSpecializedAtPipelineCreation) {
             }
         }
     }
-    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {4, 9, 16}}),
-                 outcore::UsageError)
+    EXPECT_THROW(
+        (void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {4, 9, 16, false, false}}),
+        outcore::UsageError)
         << "more than 8x8 per thread";
-    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {16, 4, 15}}),
-                 outcore::UsageError);
-    EXPECT_THROW((void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {64, 4, 16}}),
-                 outcore::UsageError)
+    EXPECT_THROW(
+        (void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {16, 4, 15, false, false}}),
+        outcore::UsageError);
+    EXPECT_THROW(
+        (void)outcore::vulkan::make_vulkan_device({.index = 0, .gemm_tile = {64, 4, 16, false, false}}),
+        outcore::UsageError)
         << "64x64 threads are more than a workgroup may have";
 }
 
