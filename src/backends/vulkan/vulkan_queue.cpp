@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
@@ -26,6 +27,8 @@ constexpr std::uint64_t kMaxStagedBytes = std::uint64_t{256} << 20;
 /// How often a traced queue re-reads the device's counter against the host clock, so
 /// drift between the two clocks stays far below a microsecond.
 constexpr std::int64_t kReanchorNs = 1'000'000'000;
+/// Host work on a queue's worker that note_slow() logs (at debug level).
+constexpr double kSlowHostMs = 0.5;
 
 void full_barrier(VkCommandBuffer cmd, VkPipelineStageFlags dst_stage, VkAccessFlags dst_access) {
     const VkMemoryBarrier b{.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
@@ -146,24 +149,33 @@ VkCommandBuffer VulkanQueue::commands() {
 void VulkanQueue::enqueue_command(monitor::OpKind kind, std::string_view name, std::uint64_t bytes,
                                   std::function<void()> record) {
     std::shared_ptr<TimedCommand> t = timed(kind, name, bytes);
-    if (!t) {
-        enqueue_batched(std::move(record));
-        return;
-    }
-    enqueue_batched([this, t = std::move(t), record = std::move(record)] {
+    enqueue_batched([this, t = std::move(t), record = std::move(record), name, bytes] {
+        const auto t0 = std::chrono::steady_clock::now();
         timing_ = t.get();
         try {
             record();
         } catch (...) {
-            finish_timing(*t);
+            if (t) finish_timing(*t);
+            timing_ = nullptr;
             throw;
         }
-        finish_timing(*t);
+        if (t) finish_timing(*t);
+        timing_ = nullptr;
+        note_slow("recording", name, bytes, t0);
     });
 }
 
+void VulkanQueue::note_slow(const char* what, std::string_view name, std::uint64_t bytes,
+                            std::chrono::steady_clock::time_point t0) noexcept {
+    // Host time the GPU may be waiting for (a driver that builds many copy regions one by
+    // one); OUTCORE_LOG=debug shows it.
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ms >= kSlowHostMs)
+        log::debug(kComponent, "{} {} ({} bytes) took {:.2f} ms on the host", what, name, bytes, ms);
+}
+
 void VulkanQueue::finish_timing(TimedCommand& t) noexcept {
-    timing_ = nullptr;
     // Nothing flushes between a command's commands() and the end of its recording, so
     // the end query goes into the same command buffer as the begin query.
     if (!t.begun || current_.commands == VK_NULL_HANDLE) return;  // abandoned when t dies
@@ -302,8 +314,10 @@ void VulkanQueue::flush() {
     waits_.clear();
     VkResult rc = VK_SUCCESS;
     {
+        const auto t0 = std::chrono::steady_clock::now();
         std::lock_guard lock(target_->mutex);
         rc = vkQueueSubmit(target_->queue, 1, &submit, batch.fence);
+        note_slow("vkQueueSubmit", has_commands ? "a batch" : "waits", 0, t0);
     }
     if (rc != VK_SUCCESS) {
         free_fences_.push_back(batch.fence);

@@ -35,6 +35,7 @@
 #include <vulkan/vulkan.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -122,6 +123,9 @@ private:
     void prepare_timing();
     /// On the worker, after the command's recording: its end query, and it is issued.
     void finish_timing(TimedCommand& t) noexcept;
+    /// Logs (debug) host work on the worker since `t0` that took long enough to matter.
+    static void note_slow(const char* what, std::string_view name, std::uint64_t bytes,
+                          std::chrono::steady_clock::time_point t0) noexcept;
     /// Staging memory for `bytes`, released with the current batch.
     [[nodiscard]] std::shared_ptr<Block> stage(std::uint64_t bytes);
 
