@@ -1,5 +1,6 @@
 #include "device/worker_queue.hpp"
 
+#include <chrono>
 #include <utility>
 
 #include "outcore/core/error.hpp"
@@ -184,6 +185,25 @@ void WorkerQueue::fail(std::exception_ptr failure) noexcept {
     if (!failure_) failure_ = std::move(failure);
 }
 
+namespace {
+const char* role_name(QueueRole role) noexcept {
+    switch (role) {
+        case QueueRole::Upload: return "upload";
+        case QueueRole::Compute: return "compute";
+        case QueueRole::Download: return "download";
+        default: return "general";
+    }
+}
+}  // namespace
+
+void WorkerQueue::note_slow(const char* what, std::chrono::steady_clock::time_point t0) const noexcept {
+    // Time a device may idle for: OUTCORE_LOG=debug shows it (tuning a backend's waits).
+    constexpr double kSlowMs = 0.5;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ms >= kSlowMs) log::debug(backend_, "{} queue: {} took {:.2f} ms", role_name(role()), what, ms);
+}
+
 void WorkerQueue::run_hook(void (WorkerQueue::*hook)()) noexcept {
     try {
         (this->*hook)();
@@ -205,8 +225,14 @@ void WorkerQueue::execute(Work& work) noexcept {
         case WorkKind::Batched:
             if (failure) return;
             try {
-                if (work.kind == WorkKind::Task) drain();
+                const auto t0 = std::chrono::steady_clock::now();
+                if (work.kind == WorkKind::Task) {
+                    drain();
+                    note_slow("draining for a host task", t0);
+                }
+                const auto t1 = std::chrono::steady_clock::now();
                 work.task();
+                if (work.kind == WorkKind::Task) note_slow("a host task", t1);
             } catch (...) {
                 fail(std::current_exception());
             }
@@ -232,7 +258,10 @@ void WorkerQueue::execute(Work& work) noexcept {
             run_hook(&WorkerQueue::flush);
             // A record its queue has submitted but the device not yet finished can be
             // waited for on the device, where this queue's backend can.
-            if (const std::optional<DevicePoint> point = work.signal->wait_point()) {
+            const auto t0 = std::chrono::steady_clock::now();
+            const std::optional<DevicePoint> point = work.signal->wait_point();
+            note_slow("waiting for another queue's record to be submitted", t0);
+            if (point) {
                 try {
                     if (wait_on_device(work.signal, *point)) return;
                 } catch (...) {
@@ -240,7 +269,10 @@ void WorkerQueue::execute(Work& work) noexcept {
                     return;
                 }
             }
-            if (std::exception_ptr theirs = work.signal->wait()) fail(std::move(theirs));
+            const auto t1 = std::chrono::steady_clock::now();
+            std::exception_ptr theirs = work.signal->wait();
+            note_slow("waiting on the host for another queue's record", t1);
+            if (theirs) fail(std::move(theirs));
             return;
         }
     }

@@ -14,6 +14,7 @@
 // there the backend submits what it recorded, without waiting.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -148,6 +149,8 @@ private:
     void push(Work work);
     void run_worker() noexcept;
     void execute(Work& work) noexcept;
+    /// Logs (debug) worker time since `t0` spent waiting, when long enough to matter.
+    void note_slow(const char* what, std::chrono::steady_clock::time_point t0) const noexcept;
     void run_hook(void (WorkerQueue::*hook)()) noexcept;
     void fail(std::exception_ptr failure) noexcept;
 
