@@ -47,6 +47,7 @@ struct VulkanBenchFlags {
     std::string trace;  // --trace: the out-of-core run that measures busy times, traced
     bool force = false;
     bool skip_cuda = false;
+    bool skip_copies = false;
 };
 
 #ifdef OUTCORE_CLI_WITH_VULKAN
@@ -200,6 +201,42 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         }
     }
 
+    // --- 2-D uploads by run length -------------------------------------------------------
+    // The out-of-core GEMM uploads chunks of the operands as 2-D copies (one run per
+    // column, a VkBufferCopy region each); this shows what a region costs on this driver.
+    if (!f.skip_copies) {
+        const std::unique_ptr<Device> dev = vulkan::make_vulkan_device({.index = index, .gemm_tile = bt});
+        const std::uint64_t bytes = std::min<std::uint64_t>(nn * 4 / 4, std::uint64_t{192} << 20);
+        PinnedArray host(*dev, 2 * bytes, "bench.copy.host");
+        Block target =
+            dev->allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "bench.copy.device"});
+        auto q = dev->create_queue(QueueRole::Upload);
+        nlohmann::json copies = nlohmann::json::array();
+        std::vector<std::uint64_t> runs{bytes};
+        for (const std::uint64_t kib : {1024, 256, 64, 32, 16, 4})
+            if (kib * 1024 < bytes) runs.push_back(kib * 1024);
+        for (const std::uint64_t run : runs) {
+            // Runs 2·run apart on the host (a column of a matrix twice as tall), packed on the device.
+            const Copy2D shape{.width_bytes = run,
+                               .rows = bytes / run,
+                               .host_pitch_bytes = run == bytes ? run : 2 * run,
+                               .buffer_pitch_bytes = run};
+            const Timing tm = time_reps(1, 3, [&] {
+                q->upload_2d(host.data(), BufferView(target), shape);
+                q->synchronize();
+            });
+            const double rate = static_cast<double>(shape.rows * run) / tm.min();
+            copies.push_back({{"run_bytes", run},
+                              {"runs", shape.rows},
+                              {"timing", tm.to_json()},
+                              {"bytes_per_second", rate}});
+            say(fmt::format("upload of {} as {} run(s) of {} from HostPinned memory: {:.1f} GB/s ({} best)",
+                            format_size(shape.rows * run), shape.rows, format_size(run), rate * 1e-9,
+                            format_seconds(tm.min())));
+        }
+        record["uploads_2d"] = copies;
+    }
+
     // --- out-of-core with the best blocking ----------------------------------------------
     {
         const std::unique_ptr<Device> dev = vulkan::make_vulkan_device({.index = index, .gemm_tile = bt});
@@ -300,6 +337,7 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
         ->type_name("FILE")
         ->expected(0, 1);
     vk->add_flag("--skip-cuda", f->skip_cuda, "Skip the cuBLAS baseline");
+    vk->add_flag("--skip-copies", f->skip_copies, "Skip the 2-D upload rates by run length");
     vk->add_option("--trace", f->trace,
                    "Trace one more out-of-core run (busy times not measured) to FILE (device times where the "
                    "device has calibrated timestamps; docs/tracing.md)")
