@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "cpu_kernels.hpp"
-#include "cpu_parallel.hpp"
 #include "cpu_queue.hpp"
+#include "device/thread_pool.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/device/device.hpp"
 
@@ -268,7 +268,7 @@ void run_job(const FilterJob& job) {
     }
     const std::uint64_t grain =
         std::max<std::uint64_t>(1, kMinChunkMacs / std::max<std::uint64_t>(macs_per_row, 1));
-    ThreadPool::shared().parallel_for(
+    detail::ThreadPool::shared().parallel_for(
         job.out_rows, grain, [&job](std::uint64_t begin, std::uint64_t end) { run_rows(job, begin, end); });
 }
 

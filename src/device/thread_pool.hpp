@@ -1,5 +1,6 @@
-// cpu_parallel.hpp — a small thread pool with a parallel-for, for the CPU backend's
-// kernels (private to the backend).
+// device/thread_pool.hpp — a small thread pool with a parallel-for (private to outcore):
+// the CPU backend's kernels use the shared one, Vulkan queues one each for packing
+// 2-D copies on the host.
 //
 //   ThreadPool::shared().parallel_for(rows, 8, [&](std::uint64_t begin, std::uint64_t end) {
 //       for (std::uint64_t r = begin; r < end; ++r) filter_row(r);
@@ -22,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-namespace outcore::cpu {
+namespace outcore::detail {
 
 class ThreadPool {
 public:
@@ -72,4 +73,4 @@ private:
     std::vector<std::thread> workers_;  // last: started once every other member exists
 };
 
-}  // namespace outcore::cpu
+}  // namespace outcore::detail

@@ -1,8 +1,8 @@
-// Tests of the CPU backend's ThreadPool: every index runs exactly once whatever the
-// count, grain and pool size; callers on several threads at once (one gets the pool,
-// the others run serially) all complete; a throwing chunk's exception reaches the
-// caller and the pool stays usable.
-#include "backends/cpu/cpu_parallel.hpp"
+// Tests of the ThreadPool (the CPU backend's kernels, Vulkan's host packing): every
+// index runs exactly once whatever the count, grain and pool size; callers on several threads at once (one
+// gets the pool, the others run serially) all complete; a throwing chunk's exception reaches the caller and
+// the pool stays usable.
+#include "device/thread_pool.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 namespace {
 
-using outcore::cpu::ThreadPool;
+using outcore::detail::ThreadPool;
 
 /// Runs parallel_for and checks that each index in [0, count) was visited once.
 void expect_each_index_once(ThreadPool& pool, std::uint64_t count, std::uint64_t grain) {
@@ -31,7 +31,7 @@ void expect_each_index_once(ThreadPool& pool, std::uint64_t count, std::uint64_t
         ASSERT_EQ(hits[i].load(), 1) << "index " << i << " of " << count;
 }
 
-TEST(CpuThreadPool, EveryIndexRunsExactlyOnce) {
+TEST(ThreadPoolTest, EveryIndexRunsExactlyOnce) {
     std::mt19937_64 rng(outcore::test::seed());
     for (unsigned threads : {0U, 1U, 2U, 3U, 8U}) {
         ThreadPool pool(threads);
@@ -45,7 +45,7 @@ TEST(CpuThreadPool, EveryIndexRunsExactlyOnce) {
     expect_each_index_once(ThreadPool::shared(), 1000, 1);
 }
 
-TEST(CpuThreadPool, ConcurrentCallersAllComplete) {
+TEST(ThreadPoolTest, ConcurrentCallersAllComplete) {
     ThreadPool pool(3);
     std::vector<std::thread> callers;
     std::atomic<std::uint64_t> total{0};
@@ -60,7 +60,7 @@ TEST(CpuThreadPool, ConcurrentCallersAllComplete) {
     EXPECT_EQ(total.load(), 4 * outcore::test::scaled(50) * 64);
 }
 
-TEST(CpuThreadPool, AChunkExceptionReachesTheCallerAndThePoolSurvives) {
+TEST(ThreadPoolTest, AChunkExceptionReachesTheCallerAndThePoolSurvives) {
     ThreadPool pool(4);
     std::atomic<std::uint64_t> ran{0};
     EXPECT_THROW(pool.parallel_for(100, 1,

@@ -1,9 +1,9 @@
-#include "cpu_parallel.hpp"
+#include "device/thread_pool.hpp"
 
 #include <algorithm>
 #include <utility>
 
-namespace outcore::cpu {
+namespace outcore::detail {
 
 ThreadPool::ThreadPool(unsigned threads) {
     const unsigned workers = threads > 1 ? threads - 1 : 0;
@@ -121,4 +121,4 @@ void ThreadPool::run_worker() noexcept {
     }
 }
 
-}  // namespace outcore::cpu
+}  // namespace outcore::detail
