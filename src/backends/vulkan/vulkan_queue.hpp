@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "device/thread_pool.hpp"
 #include "device/worker_queue.hpp"
 #include "outcore/monitor/device_time.hpp"
 #include "vulkan_context.hpp"
@@ -102,6 +103,13 @@ private:
     void stop_watcher() noexcept;
 
     void recycle(Batch& batch);
+    /// On the worker: the pool that packs staged 2-D copies (made on first use, half the
+    /// machine's cores, the worker included).
+    [[nodiscard]] detail::ThreadPool& pack_pool();
+    /// On the worker: `rows` runs of `width` bytes, from_pitch apart, to to_pitch apart,
+    /// copied by the pack pool.
+    void copy_rows(const std::byte* from, std::uint64_t from_pitch, std::byte* to, std::uint64_t to_pitch,
+                   std::uint64_t width, std::uint64_t rows);
 
     /// A command being timed: its op in the log and its two queries. Abandons the op
     /// if it dies before the command was recorded (a failed queue skipped it).
@@ -144,6 +152,7 @@ private:
     std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
     std::atomic<std::uint64_t> device_waits_{0};
     TimedCommand* timing_ = nullptr;  ///< worker: the command whose begin query commands() writes
+    std::unique_ptr<detail::ThreadPool> pack_pool_;  ///< worker only
 
     // Device timing (callers' threads, under timing_mutex_; the log is thread-safe and
     // polled through published_log_ by drain()).
