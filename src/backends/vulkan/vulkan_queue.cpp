@@ -250,7 +250,9 @@ std::shared_ptr<Block> VulkanQueue::stage(std::uint64_t bytes) {
     try {
         block = std::make_shared<Block>(device_->staging().allocate(request));
     } catch (const OutOfMemory&) {
+        const auto t0 = std::chrono::steady_clock::now();
         drain();
+        note_slow("draining for staging memory", "", bytes, t0);
         block = std::make_shared<Block>(device_->staging().allocate(request));
     }
     staged_bytes_ += bytes;
@@ -539,12 +541,14 @@ detail::ThreadPool& VulkanQueue::pack_pool() {
 
 void VulkanQueue::copy_rows(const std::byte* from, std::uint64_t from_pitch, std::byte* to,
                             std::uint64_t to_pitch, std::uint64_t width, std::uint64_t rows) {
+    const auto t0 = std::chrono::steady_clock::now();
     const std::uint64_t grain =
         std::max<std::uint64_t>(1, kPackGrainBytes / std::max<std::uint64_t>(width, 1));
     pack_pool().parallel_for(rows, grain, [=](std::uint64_t begin, std::uint64_t end) {
         for (std::uint64_t i = begin; i < end; ++i)
             std::memcpy(to + i * to_pitch, from + i * from_pitch, static_cast<std::size_t>(width));
     });
+    note_slow("packing rows", "", rows * width, t0);
 }
 
 void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
