@@ -248,6 +248,9 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         io::HostMatrix ma(pa.data(), n, n, n, io::Layout::ColMajor, DType::F32);
         io::HostMatrix mb(pb.data(), n, n, n, io::Layout::ColMajor, DType::F32);
         io::HostMatrix mc(pc.data(), n, n, n, io::Layout::ColMajor, DType::F32);
+        // HostPinned: tiles go up and down straight from the matrices, as in bench gpu
+        // (without this every chunk was packed by the pipeline's fill threads first).
+        for (io::HostMatrix* m : {&ma, &mb, &mc}) m->set_device_readable(true);
         const std::uint64_t budget = 3 * nn * 4 / 4;
         tile::StagingCache staging(*dev);
         ops::GemmOptions o{
