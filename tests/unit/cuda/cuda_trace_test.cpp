@@ -30,6 +30,7 @@
 #include "outcore/ops/gemm.hpp"
 #include "support/op_collector.hpp"
 #include "support/test_seed.hpp"
+#include "support/traced_device_checks.hpp"
 
 namespace {
 
@@ -110,19 +111,7 @@ TEST_F(CudaTraceTest, KernelsCarryTheirScopeNameAndNothingIsReportedUnobserved) 
     Collector c;
     q->fill(BufferView(a), std::byte{0});  // unobserved: not reported to anyone later
     q->synchronize();
-    {
-        const outcore::monitor::ObserverRegistration reg(c);
-        {
-            const outcore::monitor::OpNameScope claimed("");
-            q->fill(BufferView(b), std::byte{0});
-        }
-        q->fill(BufferView(b), std::byte{0});  // unclaimed: not reported
-        {
-            const outcore::monitor::OpNameScope name("gemm");
-            dev().kernels().gemm(*q, args);
-        }
-        q->synchronize();
-    }
+    outcore::test::run_claimed_fill_unclaimed_fill_and_gemm(dev(), *q, args, BufferView(a), BufferView(b), c);
     const auto seen = c.seen();
     ASSERT_GE(seen.size(), 2U);
     EXPECT_EQ(seen.front().name, "fill");
@@ -135,35 +124,9 @@ TEST_F(CudaTraceTest, KernelsCarryTheirScopeNameAndNothingIsReportedUnobserved) 
 }
 
 TEST_F(CudaTraceTest, ATracedGemmReportsEachCopyOnce) {
-    std::mt19937_64 rng(outcore::test::seed());
-    const std::uint64_t n = 1024;
-    std::vector<float> a(n * n), b(n * n), c(n * n);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
-    outcore::io::HostMatrix ha(a.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
-    outcore::io::HostMatrix hb(b.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
-    outcore::io::HostMatrix hc(c.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
     outcore::ops::GemmOptions o{.type = outcore::DType::F32};  // the device's working set
     o.measure_rates = true;  // its copies and GEMMs are not the pipeline's: not reported
-    Collector col;
-    outcore::ops::GemmReport r;
-    {
-        const outcore::monitor::ObserverRegistration reg(col);
-        r = outcore::ops::gemm(dev(), ha, hb, hc, o);
-    }
-    std::uint64_t up = 0, down = 0, kernels = 0;
-    for (const auto& s : col.seen()) {
-        if (s.queue == "upload" && s.kind == OpKind::Upload) up += s.bytes;
-        if (s.queue == "download" && s.kind == OpKind::Download) down += s.bytes;
-        if (s.queue == "compute" && s.kind == OpKind::Kernel) {
-            ++kernels;
-            EXPECT_EQ(s.name, "gemm");
-        }
-    }
-    EXPECT_EQ(up, r.pipeline.bytes_uploaded);
-    EXPECT_EQ(down, r.pipeline.bytes_downloaded);
-    EXPECT_EQ(kernels, r.pipeline.compute_count) << "one cuBLAS call per compute step";
+    outcore::test::expect_traced_gemm_reports_each_copy_once(dev(), 1024, o);
 }
 
 /// The built `outcore` next to this test binary (build/tests/.. /cli/outcore), or "".

@@ -28,6 +28,7 @@
 #include "outcore/ops/gemm.hpp"
 #include "support/op_collector.hpp"
 #include "support/test_seed.hpp"
+#include "support/traced_device_checks.hpp"
 #include "vulkan/vulkan_device.hpp"
 
 namespace {
@@ -118,19 +119,7 @@ TEST_F(VulkanTraceTest, KernelsCarryTheirScopeNameAndNothingIsReportedUnobserved
         dev().kernels().gemm(*q, args);  // claimed, but unobserved: reported to no one later
     }
     q->synchronize();
-    {
-        const outcore::monitor::ObserverRegistration reg(c);
-        {
-            const outcore::monitor::OpNameScope claimed("");
-            q->fill(BufferView(a), std::byte{0});
-        }
-        q->fill(BufferView(b), std::byte{0});  // unclaimed: not reported
-        {
-            const outcore::monitor::OpNameScope name("gemm");
-            dev().kernels().gemm(*q, args);
-        }
-        q->synchronize();
-    }
+    outcore::test::run_claimed_fill_unclaimed_fill_and_gemm(dev(), *q, args, BufferView(a), BufferView(b), c);
     const auto seen = c.seen();
     ASSERT_EQ(seen.size(), 2U);
     EXPECT_EQ(seen[0].kind, OpKind::Kernel);
@@ -145,37 +134,10 @@ TEST_F(VulkanTraceTest, KernelsCarryTheirScopeNameAndNothingIsReportedUnobserved
 }
 
 TEST_F(VulkanTraceTest, ATracedGemmReportsEachCopyOnce) {
-    std::mt19937_64 rng(outcore::test::seed());
-    const std::uint64_t n = 256;
-    std::vector<float> a(n * n), b(n * n), c(n * n);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (float& x : a) x = u(rng);
-    for (float& x : b) x = u(rng);
-    using outcore::io::HostMatrix;
-    const HostMatrix ha(a.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
-    const HostMatrix hb(b.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
-    HostMatrix hc(c.data(), n, n, n, outcore::io::Layout::ColMajor, outcore::DType::F32);
     // A budget of a quarter of the operands: several tiles each way.
-    outcore::ops::GemmOptions o{.type = outcore::DType::F32, .budget_bytes = 3 * n * n * 4 / 4};
-    Collector col;
-    outcore::ops::GemmReport r;
-    {
-        const outcore::monitor::ObserverRegistration reg(col);
-        r = outcore::ops::gemm(dev(), ha, hb, hc, o);
-    }
-    std::uint64_t up = 0, down = 0, kernels = 0;
-    for (const auto& s : col.seen()) {
-        if (s.queue == "upload" && s.kind == OpKind::Upload) up += s.bytes;
-        if (s.queue == "download" && s.kind == OpKind::Download) down += s.bytes;
-        if (s.queue == "compute" && s.kind == OpKind::Kernel) {
-            ++kernels;
-            EXPECT_EQ(s.name, "gemm");
-        }
-    }
-    EXPECT_GT(r.pipeline.compute_count, 1U) << "the budget splits the work";
-    EXPECT_EQ(up, r.pipeline.bytes_uploaded);
-    EXPECT_EQ(down, r.pipeline.bytes_downloaded);
-    EXPECT_EQ(kernels, r.pipeline.compute_count) << "one dispatch per compute step";
+    const std::uint64_t n = 256;
+    outcore::test::expect_traced_gemm_reports_each_copy_once(
+        dev(), n, {.type = outcore::DType::F32, .budget_bytes = 3 * n * n * 4 / 4});
 }
 
 TEST_F(VulkanTraceTest, ShortRunsArePackedIntoOneCopyPerStagingBand) {
