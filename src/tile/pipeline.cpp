@@ -120,6 +120,7 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
       options_(std::move(options)),
       budget_(device, alloc::BudgetOptions{.limit_bytes = options_.budget_bytes, .kind = MemoryKind::Device}),
       statistics_(budget_) {
+    const auto made = std::chrono::steady_clock::now();
     if (options_.budget_bytes == 0) throw UsageError(kComponent, "the device budget must be at least 1 byte");
     for (const StagingSpec* s : {&options_.upload_staging, &options_.download_staging}) {
         if (s->count > 0 && s->bytes == 0) throw UsageError(kComponent, "a staging ring of 0-byte buffers");
@@ -206,6 +207,8 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
         writers_ = std::make_unique<HostStage>(*this, options_.writer_threads);
     }
     start_ = std::chrono::steady_clock::now();
+    log::debug(kComponent, "made in {:.2f} ms ({} bytes of slots)",
+               std::chrono::duration<double, std::milli>(start_ - made).count(), total);
 }
 
 Pipeline::~Pipeline() {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "device/worker_queue.hpp"
 #include "outcore/backends/vulkan.hpp"
@@ -66,6 +67,18 @@ std::uint64_t NativeMemory::block_count() const {
     return entries_.size();
 }
 
+namespace {
+
+/// Logs (debug) a driver call over a millisecond: making and freeing memory is where
+/// per-run setup time goes (pinning host pages, clearing device memory).
+void log_slow_call(const char* call, std::uint64_t bytes, std::chrono::steady_clock::time_point t0) noexcept {
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ms >= 1.0) log::debug(kComponent, "{} of {} bytes took {:.2f} ms", call, bytes, ms);
+}
+
+}  // namespace
+
 RawBlock NativeMemory::do_allocate(const AllocationRequest& request) {
     const VkDevice device = context_.device();
     const std::uint32_t type = context_.memory_type(request.kind);
@@ -117,7 +130,9 @@ RawBlock NativeMemory::do_allocate(const AllocationRequest& request) {
                                       .pNext = nullptr,
                                       .allocationSize = req.size,
                                       .memoryTypeIndex = type};
+        const auto t0 = std::chrono::steady_clock::now();
         check(vkAllocateMemory(device, &ai, nullptr, &memory), "vkAllocateMemory", request.bytes);
+        log_slow_call("vkAllocateMemory", request.bytes, t0);
         check(vkBindBufferMemory(device, buffer, memory, 0), "vkBindBufferMemory");
         void* mapped = nullptr;
         if (host_visible(request.kind))
@@ -156,7 +171,9 @@ void NativeMemory::do_deallocate(const RawBlock& block) noexcept {
         if (block.host != nullptr) mapped_.erase(block.host - block.offset);
     }
     vkDestroyBuffer(context_.device(), entry.buffer, nullptr);
+    const auto t0 = std::chrono::steady_clock::now();
     vkFreeMemory(context_.device(), reinterpret_cast<VkDeviceMemory>(block.native), nullptr);
+    log_slow_call("vkFreeMemory", entry.bytes, t0);
 }
 
 // --- VulkanDevice -------------------------------------------------------------------
