@@ -2,12 +2,14 @@
 // cudaMemGetInfo, OutOfMemory with its numbers and a device that still works after
 // it, alignments above what cudaMalloc/cudaHostAlloc guarantee, and the working set.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda_test_support.hpp"
@@ -33,28 +35,42 @@ std::uint64_t free_device_bytes() {
 // cudaMalloc rounds each allocation up to its page size (2 MiB on current GPUs), so
 // the free memory falls by at least what outcore counts and by at most that plus a
 // page per allocation (and a little for the allocator's own bookkeeping).
+// cudaMemGetInfo counts the whole card, and `ctest -j` runs other GPU tests in other
+// processes beside this one (on the H200 it failed once that way): a measurement is
+// taken up to three times, and the card's numbers must agree in one of them.
 TEST_F(CudaDeviceTest, AccountingMatchesCudaMemGetInfo) {
     std::mt19937_64 rng(outcore::test::seed());
     constexpr std::uint64_t kPage = 2 * kMiB;
-    const std::uint64_t counted_before = dev().allocated_bytes();
-    const std::uint64_t free_before = free_device_bytes();
-    std::vector<Block> blocks;
-    std::uint64_t sum = 0;
-    for (int i = 0; i < 12; ++i) {
-        const std::uint64_t bytes = 1 + rng() % (48 * kMiB);
-        blocks.push_back(dev().allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "accounting"}));
-        sum += bytes;
+    std::string last_failure;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        const std::uint64_t counted_before = dev().allocated_bytes();
+        const std::uint64_t free_before = free_device_bytes();
+        std::vector<Block> blocks;
+        std::uint64_t sum = 0;
+        for (int i = 0; i < 12; ++i) {
+            const std::uint64_t bytes = 1 + rng() % (48 * kMiB);
+            blocks.push_back(
+                dev().allocate({.bytes = bytes, .kind = MemoryKind::Device, .tag = "accounting"}));
+            sum += bytes;
+        }
+        const std::uint64_t free_during = free_device_bytes();
+        // Our own accounting must be exact every time.
+        ASSERT_EQ(dev().allocated_bytes(), counted_before + sum);
+        blocks.clear();
+        ASSERT_EQ(dev().allocated_bytes(), counted_before);
+        const std::uint64_t free_after = free_device_bytes();
+        const std::uint64_t drop = free_before - std::min(free_before, free_during);
+        if (free_during > free_before || drop < sum || drop > sum + (12 + 4) * kPage) {
+            last_failure = fmt::format("the card's free memory fell by {} for {} bytes allocated", drop, sum);
+            continue;
+        }
+        if (free_before - std::min(free_before, free_after) > 4 * kPage) {
+            last_failure = fmt::format("{} bytes not given back", free_before - free_after);
+            continue;
+        }
+        return;
     }
-    const std::uint64_t free_during = free_device_bytes();
-    EXPECT_EQ(dev().allocated_bytes(), counted_before + sum);
-    ASSERT_LE(free_during, free_before);
-    const std::uint64_t drop = free_before - free_during;
-    EXPECT_GE(drop, sum);
-    EXPECT_LE(drop, sum + (blocks.size() + 4) * kPage);
-    blocks.clear();
-    EXPECT_EQ(dev().allocated_bytes(), counted_before);
-    const std::uint64_t free_after = free_device_bytes();
-    EXPECT_LE(free_before - std::min(free_before, free_after), 4 * kPage) << "memory not given back";
+    FAIL() << "in three attempts: " << last_failure;
 }
 
 TEST_F(CudaDeviceTest, OutOfMemoryCarriesTheNumbersAndIsNotSticky) {
