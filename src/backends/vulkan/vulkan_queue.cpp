@@ -25,6 +25,8 @@ namespace {
 /// Commands per command buffer before it is submitted anyway: bounds the latency of
 /// a long stream of work submitted faster than the worker drains it.
 constexpr std::uint32_t kMaxCommands = 256;
+/// Row length of a staged 1-D copy, seen as a 2-D one (do_copy).
+constexpr std::uint64_t kStagedRowBytes = std::uint64_t{1} << 20;
 /// Staging bytes a batch may hold before it is submitted (see stage()).
 constexpr std::uint64_t kMaxStagedBytes = std::uint64_t{256} << 20;
 /// How often a traced queue re-reads the device's counter against the host clock, so
@@ -175,7 +177,8 @@ void VulkanQueue::note_slow(const char* what, std::string_view name, std::uint64
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (ms >= kSlowHostMs)
-        log::debug(kComponent, "{} {} ({} bytes) took {:.2f} ms on the host", what, name, bytes, ms);
+        log::debug(kComponent, "{}{}{} ({} bytes) took {:.2f} ms on the host", what, name.empty() ? "" : " ",
+                   name, bytes, ms);
 }
 
 void VulkanQueue::finish_timing(TimedCommand& t) noexcept {
@@ -459,30 +462,26 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
             return;
         }
     }
-    if (host.src != nullptr) {  // upload: host -> staging now, staging -> buffer on the device
-        enqueue_command(monitor::OpKind::Upload, "upload", bytes, [this, dst, from = host.src, bytes] {
-            std::shared_ptr<Block> s = stage(bytes);
-            std::memcpy(s->host(), from, static_cast<std::size_t>(bytes));
-            const VkBufferCopy r{
-                .srcOffset = s->raw().offset, .dstOffset = dst.native_offset(), .size = bytes};
-            vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(dst), 1, &r);
-            keep(std::move(s));
-        });
-        return;
-    }
-    if (host.dst != nullptr) {  // download: buffer -> staging on the device, then to the host
-        auto holder = std::make_shared<std::shared_ptr<Block>>();
-        enqueue_command(monitor::OpKind::Download, "download", bytes, [this, src, holder, bytes] {
-            *holder = stage(bytes);
-            const VkBufferCopy r{
-                .srcOffset = src.native_offset(), .dstOffset = (*holder)->raw().offset, .size = bytes};
-            vkCmdCopyBuffer(commands(), buffer_of(src), device_->buffer_of((*holder)->raw()), 1, &r);
-            keep(holder);  // even if the host side never runs (a failure), the batch keeps it
-        });
-        enqueue([holder, to = host.dst, bytes] {
-            std::memcpy(to, (*holder)->host(), static_cast<std::size_t>(bytes));
-            holder->reset();
-        });
+    if (host_side != nullptr) {
+        // Through staging, as a 2-D copy of 1 MiB rows (and a last short one), so large
+        // copies go in bands of reused staging memory packed by the pack pool.
+        const bool up = host.src != nullptr;
+        const BufferView view = up ? dst : src;
+        const std::uint64_t width = std::min(bytes, kStagedRowBytes);
+        const std::uint64_t rows = bytes / width;
+        staged_copy_2d(
+            view, host,
+            Copy2D{
+                .width_bytes = width, .rows = rows, .host_pitch_bytes = width, .buffer_pitch_bytes = width});
+        const std::uint64_t done = rows * width;
+        if (done < bytes) {
+            const std::uint64_t rest = bytes - done;
+            const HostRange tail{.src = up ? static_cast<const std::byte*>(host.src) + done : nullptr,
+                                 .dst = up ? nullptr : static_cast<std::byte*>(host.dst) + done};
+            staged_copy_2d(
+                view.sub(done, rest), tail,
+                Copy2D{.width_bytes = rest, .rows = 1, .host_pitch_bytes = rest, .buffer_pitch_bytes = rest});
+        }
         return;
     }
     const monitor::OpKind kind =
@@ -575,8 +574,14 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
             });
         return;
     }
+    staged_copy_2d(buffer, host, shape);
+}
+
+void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
     // Through staging, in bands of whole rows packed (or unpacked) on the host by the
     // queue's pack pool: pageable memory, and host-visible memory in short runs.
+    const bool up = host.src != nullptr;
+    const monitor::OpKind kind = up ? monitor::OpKind::Upload : monitor::OpKind::Download;
     const std::uint64_t band_rows =
         std::max<std::uint64_t>(1, kBandBytes / std::max<std::uint64_t>(shape.width_bytes, 1));
     for (std::uint64_t r0 = 0; r0 < shape.rows; r0 += band_rows) {

@@ -29,10 +29,9 @@
 // writes the host bytes when the batch runs. 2-D copies whose runs are short (under
 // 256 KiB, packed on the device side) are the exception: NVIDIA's driver spends ~3 µs
 // per VkBufferCopy region, so they are packed on the host by the queue's pool into
-// 32 MiB staging bands and copied one region per band (docs/backends.md). Copies with other (pageable) host memory
-// go through the device's staging memory (host-visible, coherent): uploads are copied
-// into it on the worker when it reaches them, downloads out of it once their batch
-// has finished.
+// 32 MiB staging bands and copied one region per band (docs/backends.md). Copies with other (pageable) host
+// memory go through the device's staging memory (host-visible, coherent): uploads are copied into it on the
+// worker when it reaches them, downloads out of it once their batch has finished.
 #pragma once
 
 #include <vulkan/vulkan.h>
@@ -106,6 +105,10 @@ private:
     void stop_watcher() noexcept;
 
     void recycle(Batch& batch);
+    /// Enqueues `shape` through staging in bands of at most 32 MiB, each packed (or
+    /// unpacked) on the host by the pack pool and copied as one region where the buffer
+    /// side is packed.
+    void staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape);
     /// On the worker: the pool that packs staged 2-D copies (made on first use, half the
     /// machine's cores, the worker included).
     [[nodiscard]] detail::ThreadPool& pack_pool();
