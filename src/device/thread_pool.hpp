@@ -6,9 +6,10 @@
 //       for (std::uint64_t r = begin; r < end; ++r) filter_row(r);
 //   });
 //
-// One pool per process, made on first use with hardware_concurrency() − 1 workers
-// (the calling thread is the last participant), and reused by every call: kernels run
-// per tile, and a thread start per tile would cost more than a small tile's work.
+// The shared pool (shared()) is made on first use with hardware_concurrency() − 1
+// workers (the calling thread is the last participant) and reused by every call:
+// kernels run per tile, and a thread start per tile would cost more than a small
+// tile's work. Other pools (a Vulkan queue's) are made with the size they ask for.
 // One parallel_for runs at a time; a caller that finds the pool busy (another queue's
 // worker is inside a kernel) runs its range serially itself instead of waiting, so
 // concurrent queues never block each other. Results must not depend on how the range

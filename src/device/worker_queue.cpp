@@ -201,7 +201,12 @@ void WorkerQueue::note_slow(const char* what, std::chrono::steady_clock::time_po
     constexpr double kSlowMs = 0.5;
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (ms >= kSlowMs) log::debug(backend_, "{} queue: {} took {:.2f} ms", role_name(role()), what, ms);
+    if (ms < kSlowMs) return;
+    try {
+        log::debug(backend_, "{} queue: {} took {:.2f} ms", role_name(role()), what, ms);
+    } catch (...) {
+        // A debug line that cannot be formatted is not worth a failure.
+    }
 }
 
 void WorkerQueue::run_hook(void (WorkerQueue::*hook)()) noexcept {

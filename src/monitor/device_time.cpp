@@ -136,6 +136,13 @@ void set_device_timed(std::uint64_t device_id) noexcept {
     }
 }
 
+void clear_device_timed(std::uint64_t device_id) noexcept {
+    TimedDevices& t = timed_devices();
+    std::lock_guard lock(t.mutex);
+    std::erase(t.ids, device_id);
+    t.any.store(!t.ids.empty(), std::memory_order_release);
+}
+
 bool device_timed(std::uint64_t device_id) noexcept {
     TimedDevices& t = timed_devices();
     if (!t.any.load(std::memory_order_acquire)) return false;

@@ -59,7 +59,7 @@ public:
     ~Drain() {
         try {
             q_.synchronize();
-        } catch (const Error&) {
+        } catch (...) {
             // The probe reports its own failure; here only the wait matters.
         }
     }

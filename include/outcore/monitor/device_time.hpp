@@ -134,6 +134,8 @@ private:
 /// Marks `device_id` as a device whose queues report their own operations with device
 /// times (set by the backend once, when its first queue traces).
 void set_device_timed(std::uint64_t device_id) noexcept;
+/// Undoes set_device_timed (a backend whose timing failed): layers time its work again.
+void clear_device_timed(std::uint64_t device_id) noexcept;
 /// Whether set_device_timed(device_id) was called. One relaxed load when none was.
 [[nodiscard]] bool device_timed(std::uint64_t device_id) noexcept;
 

@@ -160,8 +160,7 @@ void VulkanQueue::enqueue_command(monitor::OpKind kind, std::string_view name, s
         try {
             record();
         } catch (...) {
-            if (t) finish_timing(*t);
-            timing_ = nullptr;
+            timing_ = nullptr;  // not issued: the op is abandoned when `t` dies
             throw;
         }
         if (t) finish_timing(*t);
@@ -176,9 +175,13 @@ void VulkanQueue::note_slow(const char* what, std::string_view name, std::uint64
     // one); OUTCORE_LOG=debug shows it.
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (ms >= kSlowHostMs)
+    if (ms < kSlowHostMs) return;
+    try {
         log::debug(kComponent, "{}{}{} ({} bytes) took {:.2f} ms on the host", what, name.empty() ? "" : " ",
                    name, bytes, ms);
+    } catch (...) {
+        // A debug line that cannot be formatted is not worth a failure.
+    }
 }
 
 void VulkanQueue::finish_timing(TimedCommand& t) noexcept {
@@ -218,7 +221,10 @@ std::shared_ptr<VulkanQueue::TimedCommand> VulkanQueue::timed(monitor::OpKind ki
         return t;
     } catch (const std::exception& e) {
         timing_failed_ = true;
-        log::warn(kComponent, "tracing: cannot time this queue's commands with timestamps ({}); not traced",
+        // Pipelines then stamp this device's work on the host again, rather than lose it.
+        monitor::clear_device_timed(device_->id());
+        log::warn(kComponent,
+                  "tracing: cannot time this queue's commands with timestamps ({}); host times from now on",
                   e.what());
         return nullptr;
     }
@@ -445,8 +451,10 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
     // Host memory inside this device's coherent host-visible blocks (HostPinned Blocks,
     // a StagingCache's) is copied by the device straight from or into its buffer.
     const void* host_side = host.src != nullptr ? host.src : host.dst;
+    bool device_written_host = false;
     if (host_side != nullptr) {
         const auto hb = device_->host_buffer(host_side, bytes);
+        device_written_host = hb.has_value();
         const bool up = host.src != nullptr;
         const VkBuffer buffer = up ? buffer_of(dst) : buffer_of(src);
         const std::uint64_t at = up ? dst.native_offset() : src.native_offset();
@@ -472,7 +480,8 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         staged_copy_2d(
             view, host,
             Copy2D{
-                .width_bytes = width, .rows = rows, .host_pitch_bytes = width, .buffer_pitch_bytes = width});
+                .width_bytes = width, .rows = rows, .host_pitch_bytes = width, .buffer_pitch_bytes = width},
+            device_written_host);
         const std::uint64_t done = rows * width;
         if (done < bytes) {
             const std::uint64_t rest = bytes - done;
@@ -480,7 +489,8 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
                                  .dst = up ? nullptr : static_cast<std::byte*>(host.dst) + done};
             staged_copy_2d(
                 view.sub(done, rest), tail,
-                Copy2D{.width_bytes = rest, .rows = 1, .host_pitch_bytes = rest, .buffer_pitch_bytes = rest});
+                Copy2D{.width_bytes = rest, .rows = 1, .host_pitch_bytes = rest, .buffer_pitch_bytes = rest},
+                device_written_host);
         }
         return;
     }
@@ -523,7 +533,8 @@ std::vector<VkBufferCopy> copy_regions(const Copy2D& shape, std::uint64_t host_o
 /// one region each straight from host-visible memory.
 constexpr std::uint64_t kPackRunBytes = std::uint64_t{256} << 10;
 /// Staging bytes per band of a staged 2-D copy: bands fit the staging heap's 64 MiB
-/// blocks, so no band needs a dedicated (freshly pinned) block.
+/// blocks, so no band needs a dedicated (freshly pinned) block — unless one row is
+/// longer than this (a band is at least a row; 1-D copies use 1 MiB rows).
 constexpr std::uint64_t kBandBytes = std::uint64_t{32} << 20;
 /// Rows one pack-pool participant copies at least.
 constexpr std::uint64_t kPackGrainBytes = std::uint64_t{1} << 20;
@@ -533,7 +544,10 @@ constexpr std::uint64_t kPackGrainBytes = std::uint64_t{1} << 20;
 detail::ThreadPool& VulkanQueue::pack_pool() {
     if (!pack_pool_) {
         const unsigned cores = std::max(1U, std::thread::hardware_concurrency());
-        pack_pool_ = std::make_unique<detail::ThreadPool>(std::max(1U, cores / 2));
+        // Half the cores, at most 8 (8 packed 18–21 GB/s on the H200's host): each queue
+        // has its own, so uploads and downloads pack at once, and many pipelines' queues
+        // must not oversubscribe a large host.
+        pack_pool_ = std::make_unique<detail::ThreadPool>(std::clamp(cores / 2, 1U, 8U));
     }
     return *pack_pool_;
 }
@@ -559,8 +573,10 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
     const auto hb = device_->host_buffer(host_first, host_span);
     const std::uint64_t buffer_span =
         shape.rows == 0 ? 0 : (shape.rows - 1) * shape.buffer_pitch_bytes + shape.width_bytes;
-    const bool many_short_runs =
-        shape.rows > 1 && shape.width_bytes < kPackRunBytes && shape.buffer_pitch_bytes == shape.width_bytes;
+    // Rows contiguous on both sides merge into one region: not "many".
+    const bool many_short_runs = shape.rows > 1 && shape.width_bytes < kPackRunBytes &&
+                                 shape.buffer_pitch_bytes == shape.width_bytes &&
+                                 shape.host_pitch_bytes != shape.width_bytes;
     if (hb && !many_short_runs &&
         !overlaps(*hb, buffer_of(buffer), buffer.native_offset(), host_span, buffer_span)) {  // see do_copy
         enqueue_command(
@@ -574,10 +590,11 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
             });
         return;
     }
-    staged_copy_2d(buffer, host, shape);
+    staged_copy_2d(buffer, host, shape, hb.has_value());
 }
 
-void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
+void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape,
+                                 bool device_written_host) {
     // Through staging, in bands of whole rows packed (or unpacked) on the host by the
     // queue's pack pool: pageable memory, and host-visible memory in short runs.
     const bool up = host.src != nullptr;
@@ -591,18 +608,25 @@ void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const
         const std::uint64_t at = buffer.native_offset() + r0 * shape.buffer_pitch_bytes;
         const std::uint64_t host_at = r0 * shape.host_pitch_bytes;
         if (up) {
-            enqueue_command(
-                kind, "upload", packed,
-                [this, buffer, band, packed, at, from = static_cast<const std::byte*>(host.src) + host_at] {
-                    std::shared_ptr<Block> s = stage(packed);
-                    copy_rows(from, band.host_pitch_bytes, s->host(), band.width_bytes, band.width_bytes,
-                              band.rows);
-                    const std::vector<VkBufferCopy> r =
-                        copy_regions(band, s->raw().offset, band.width_bytes, at, true);
-                    vkCmdCopyBuffer(commands(), device_->buffer_of(s->raw()), buffer_of(buffer),
-                                    static_cast<std::uint32_t>(r.size()), r.data());
-                    keep(std::move(s));
-                });
+            enqueue_command(kind, "upload", packed,
+                            [this, buffer, band, packed, at, device_written_host,
+                             from = static_cast<const std::byte*>(host.src) + host_at] {
+                                // The host reads the bytes now, not when the copy runs: memory the
+                                // device writes (a download into a HostPinned block, on this queue or
+                                // one waited for) must have been written first.
+                                if (device_written_host && (current_.commands != VK_NULL_HANDLE ||
+                                                            !in_flight_.empty() || !waits_.empty()))
+                                    drain();
+                                std::shared_ptr<Block> s = stage(packed);
+                                copy_rows(from, band.host_pitch_bytes, s->host(), band.width_bytes,
+                                          band.width_bytes, band.rows);
+                                const std::vector<VkBufferCopy> r =
+                                    copy_regions(band, s->raw().offset, band.width_bytes, at, true);
+                                const VkBuffer staging = device_->buffer_of(s->raw());
+                                keep(std::move(s));  // before the copy is recorded: it may throw
+                                vkCmdCopyBuffer(commands(), staging, buffer_of(buffer),
+                                                static_cast<std::uint32_t>(r.size()), r.data());
+                            });
             continue;
         }
         auto holder = std::make_shared<std::shared_ptr<Block>>();
@@ -610,9 +634,9 @@ void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const
             *holder = stage(packed);
             const std::vector<VkBufferCopy> r =
                 copy_regions(band, (*holder)->raw().offset, band.width_bytes, at, false);
+            keep(holder);  // before the copy is recorded: it may throw
             vkCmdCopyBuffer(commands(), buffer_of(buffer), device_->buffer_of((*holder)->raw()),
                             static_cast<std::uint32_t>(r.size()), r.data());
-            keep(holder);
         });
         enqueue([this, holder, band, to = static_cast<std::byte*>(host.dst) + host_at] {
             copy_rows((*holder)->host(), band.width_bytes, to, band.host_pitch_bytes, band.width_bytes,

@@ -108,7 +108,11 @@ private:
     /// Enqueues `shape` through staging in bands of at most 32 MiB, each packed (or
     /// unpacked) on the host by the pack pool and copied as one region where the buffer
     /// side is packed.
-    void staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape);
+    /// `device_written_host`: the host side is memory the device writes (a HostPinned
+    /// block): the host reads it only once earlier work on this queue (and what it
+    /// waits for) has finished. A band is one row where a row is over 32 MiB.
+    void staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape,
+                        bool device_written_host);
     /// On the worker: the pool that packs staged 2-D copies (made on first use, half the
     /// machine's cores, the worker included).
     [[nodiscard]] detail::ThreadPool& pack_pool();

@@ -60,7 +60,7 @@ monitor::StampSource::Stamp QueryStamps::acquire() {
             free_.reserve(free_.size() + kPoolQueries);
             released_.reserve(pools_.size() * kPoolQueries);  // release() never allocates
         } catch (...) {
-            if (pools_.back() == pool) pools_.pop_back();
+            if (!pools_.empty() && pools_.back() == pool) pools_.pop_back();
             vkDestroyQueryPool(context_.device(), pool, nullptr);
             throw;
         }

@@ -291,6 +291,46 @@ TEST_F(VulkanTest, PinnedCopiesGoDirectAndOverlapsThroughStaging) {
     }
 }
 
+// Staged copies (packed on the host into 32 MiB bands): the device holds exactly the
+// bytes sent, read back through the direct path, not the staged one; a 1-D copy with
+// a tail that is not a whole 1 MiB row; and a short-run upload from pinned memory that
+// a download on the same queue has just written reads what the download wrote, not
+// what was there when the upload was recorded.
+TEST_F(VulkanTest, StagedCopiesPutEveryByteInPlaceAndInQueueOrder) {
+    auto q = dev().create_queue(outcore::QueueRole::Upload);
+    const std::uint64_t bytes = 40 * kMiB + 123;
+    std::vector<std::byte> sent(bytes);
+    std::mt19937_64 rng(outcore::test::seed());
+    for (auto& b : sent) b = static_cast<std::byte>(rng());
+    Block device = dev().allocate({.bytes = bytes});
+    Block pinned = dev().allocate({.bytes = 2 * bytes, .kind = outcore::MemoryKind::HostPinned});
+    q->upload(sent.data(), device);      // pageable: staged, in bands of 1 MiB rows and a 123-byte tail
+    q->download(device, pinned.host());  // straight into the pinned block
+    q->synchronize();
+    ASSERT_EQ(std::memcmp(pinned.host(), sent.data(), bytes), 0);
+    std::vector<std::byte> back(bytes);
+    q->download(device, back.data());  // pageable: staged
+    q->synchronize();
+    ASSERT_EQ(back, sent);
+
+    // 4 KiB runs 8 KiB apart in pinned memory that a direct download has just written.
+    const std::uint64_t run = 4096;
+    const std::uint64_t rows = 9 * kMiB / run;
+    std::memset(pinned.host(), 0, 2 * bytes);
+    Block other = dev().allocate({.bytes = rows * run});
+    q->download(device, pinned.host());  // recorded, not yet run, when the upload is reached
+    q->upload_2d(
+        pinned.host(), other,
+        outcore::Copy2D{
+            .width_bytes = run, .rows = rows, .host_pitch_bytes = 2 * run, .buffer_pitch_bytes = run});
+    q->download(other, back.data());
+    q->synchronize();
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(std::memcmp(back.data() + r * run, sent.data() + r * 2 * run, run), 0)
+            << "row " << r << ": the upload read the bytes before the download wrote them";
+    }
+}
+
 // Many small commands from several queues, ordered by events: batching into command
 // buffers must keep each queue's order.
 TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {

@@ -41,9 +41,9 @@ using outcore::QueueRole;
 using outcore::monitor::OpKind;
 using Collector = outcore::test::OpCollector;
 
-/// How far a device time may fall outside the host interval around it: the
-/// calibration's deviation is added to the anchor's window, this is for rounding and
-/// for clocks that tick in microseconds.
+/// How far a device time may fall outside the host interval around it: placement is
+/// off by at most the calibration's deviation (the driver's bound, microseconds on
+/// lavapipe and NVIDIA), plus rounding; 50 µs covers both with room.
 constexpr std::int64_t kSlackNs = 50'000;
 
 class VulkanTraceTest : public ::testing::Test {
