@@ -179,8 +179,10 @@ int run(const Args& args) {
     for (float& x : b) x = u(rng);
 
     auto device = outcore::cpu::make_cpu_device({});
-    // Pinned staging survives between runs, as in any caller that runs many GEMMs.
+    // Pinned staging and slot memory survive between runs, as in any caller that runs
+    // many GEMMs.
     outcore::tile::StagingCache staging(*device);
+    outcore::alloc::BlockCache slots(*device);
     const outcore::io::HostMatrix ha(a.data(), m, k, m, outcore::io::Layout::ColMajor, outcore::DType::F32);
     const outcore::io::HostMatrix hb(b.data(), k, n, k, outcore::io::Layout::ColMajor, outcore::DType::F32);
     outcore::io::HostMatrix hc(c_out.data(), m, n, m, outcore::io::Layout::ColMajor, outcore::DType::F32);
@@ -197,6 +199,7 @@ int run(const Args& args) {
     opt.reader_threads = args.readers;
     opt.measure_busy = args.measure_busy;
     opt.staging_cache = &staging;
+    opt.device_cache = &slots;
 
     auto in_core = [&] {
         const auto t0 = Clock::now();

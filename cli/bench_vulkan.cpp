@@ -255,8 +255,12 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         for (io::HostMatrix* m : {&ma, &mb, &mc}) m->set_device_readable(true);
         const std::uint64_t budget = 3 * nn * 4 / 4;
         tile::StagingCache staging(*dev);
-        ops::GemmOptions o{
-            .type = DType::F32, .budget_bytes = budget, .measure_busy = false, .staging_cache = &staging};
+        alloc::BlockCache slots(*dev);  // NVIDIA: ~12 ms to allocate the slots, as much to free them
+        ops::GemmOptions o{.type = DType::F32,
+                           .budget_bytes = budget,
+                           .measure_busy = false,
+                           .staging_cache = &staging,
+                           .device_cache = &slots};
         const tile::GemmPlan plan = ops::plan_gemm(*dev, ma, mb, mc, o);
         ops::GemmReport last;
         const Timing tm =

@@ -398,6 +398,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     po.writer_threads = options.writer_threads != 0 ? options.writer_threads : kDefaultWriterThreads;
     po.measure_busy = options.measure_busy;
     po.staging_cache = options.staging_cache;
+    po.device_cache = options.device_cache;
 
     // Declared before the pipeline: drains running on its threads use it until the
     // pipeline's destructor has joined them.

@@ -185,10 +185,14 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         }
     }
 
-    // Pinned staging kept per device across its units (a caller's cache belongs to one
-    // device, so it is not used here).
+    // Pinned staging and slot memory kept per device across its units (a caller's
+    // caches belong to one device, so they are not used here).
     std::vector<std::unique_ptr<tile::StagingCache>> caches;
-    for (Device* d : devices) caches.push_back(std::make_unique<tile::StagingCache>(*d));
+    std::vector<std::unique_ptr<alloc::BlockCache>> slot_caches;
+    for (Device* d : devices) {
+        caches.push_back(std::make_unique<tile::StagingCache>(*d));
+        slot_caches.push_back(std::make_unique<alloc::BlockCache>(*d));
+    }
     // Progress is called on the device threads only (never on a pipeline thread, where
     // locks are held and, on CUDA, the download queue's host thread may not touch the
     // device), serialised here; a throw from it fails the call like any unit's failure.
@@ -221,6 +225,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
                 o.next_tiles = {};
                 o.tile_written = {};
                 o.staging_cache = caches[d].get();
+                o.device_cache = slot_caches[d].get();
                 w.point(o);
                 report.devices[d].add(gemm(*devices[d], w.a, w.b, w.c, o));
                 units_done(1);
@@ -232,6 +237,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         Windows w(a, b, c, sink_mutex, problem, options, cut.panels[visit.panel]);
         GemmOptions o = resident_options;
         o.staging_cache = caches[d].get();
+        o.device_cache = slot_caches[d].get();
         w.point(o);
         // Tiles written are tracked per claimed unit (with several writer threads drains
         // finish out of order, so a count of tiles would report a unit early).

@@ -118,7 +118,9 @@ private:
 Pipeline::Pipeline(Device& device, PipelineOptions options)
     : device_(&device),
       options_(std::move(options)),
-      budget_(device, alloc::BudgetOptions{.limit_bytes = options_.budget_bytes, .kind = MemoryKind::Device}),
+      budget_(options_.device_cache != nullptr ? static_cast<Allocator&>(*options_.device_cache)
+                                               : static_cast<Allocator&>(device),
+              alloc::BudgetOptions{.limit_bytes = options_.budget_bytes, .kind = MemoryKind::Device}),
       statistics_(budget_) {
     const auto made = std::chrono::steady_clock::now();
     if (options_.budget_bytes == 0) throw UsageError(kComponent, "the device budget must be at least 1 byte");

@@ -32,6 +32,7 @@
 #include <optional>
 #include <utility>
 
+#include "outcore/alloc/block_cache.hpp"
 #include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
 #include "outcore/device/kernels.hpp"
@@ -85,6 +86,9 @@ struct GemmOptions {
     bool measure_busy = true;
     /// Pinned staging kept across calls (null: allocated and freed by this call).
     tile::StagingCache* staging_cache = nullptr;
+    /// Device memory for the slots kept across calls (alloc/block_cache.hpp; null: made
+    /// and freed by this call). Repeated runs of one plan then allocate nothing.
+    alloc::BlockCache* device_cache = nullptr;
     /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
     /// devices sharing one panel's tiles, each keeping the panel resident across its
     /// runs). Called on the calling thread before each run, once no more of the tiles

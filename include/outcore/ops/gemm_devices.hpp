@@ -31,8 +31,9 @@
 // have no resident panel and gain only the bit-exact tiles).
 //
 // Each GEMM has its device's own plan, budget (GemmOptions::budget_bytes, or each
-// device's recommended working set), queues, heap and staging (pinned buffers kept per
-// device across its units; GemmOptions::staging_cache is not used). Units cut at panel
+// device's recommended working set), queues, heap and staging (pinned buffers and slot
+// memory kept per device across its units; GemmOptions::staging_cache and device_cache
+// are not used). Units cut at panel
 // boundaries move no more bytes than one device would.
 //
 // Every device plans the problem before any starts, so one that cannot run it (a type

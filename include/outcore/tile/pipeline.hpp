@@ -59,6 +59,7 @@
 #include <thread>
 #include <vector>
 
+#include "outcore/alloc/block_cache.hpp"
 #include "outcore/alloc/budget.hpp"
 #include "outcore/alloc/heap.hpp"
 #include "outcore/alloc/statistics.hpp"
@@ -121,6 +122,11 @@ struct PipelineOptions {
     /// pipelines); null: the pipeline allocates its own and frees them at the end.
     /// Must outlive the pipeline.
     StagingCache* staging_cache = nullptr;
+    /// Where the slots' device memory comes from and goes back to (kept across
+    /// pipelines: alloc/block_cache.hpp); null: the device, freed at the end. It sits
+    /// under the pipeline's budget, which still counts every byte the slots hold.
+    /// Must outlive the pipeline.
+    alloc::BlockCache* device_cache = nullptr;
 };
 
 /// What a run did. Times are seconds.

@@ -647,6 +647,35 @@ TEST(Gemm, StagingCacheMakesRepeatedRunsAllocationFree) {
     EXPECT_EQ(cache.allocation_count(), after_first);
 }
 
+TEST(Gemm, DeviceCacheMakesRepeatedRunsAllocateNoDeviceMemory) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Case cs{.m = 200, .n = 180, .k = 160, .type = DType::F32};
+    Operands ops(cs, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(cs);
+    o.budget_bytes = (200 * 160 + 160 * 180 + 200 * 180) * 4 / 5;
+    const std::vector<double> ref = reference(ops.a, ops.b, nullptr, o);
+    {
+        outcore::alloc::BlockCache slots(*device);
+        o.device_cache = &slots;
+        for (int run = 0; run < 3; ++run) {
+            ops.c.poison();
+            const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+            EXPECT_LE(relative_error(ops.c, ref), error_bound(cs.type, cs.compute, cs.k));
+            EXPECT_LE(r.peak_device_bytes, o.budget_bytes);
+            // The slots' block waits in the cache, still the device's memory.
+            EXPECT_EQ(slots.statistics().free_bytes, device->allocated_bytes(MemoryKind::Device));
+            EXPECT_GT(slots.statistics().free_bytes, 0U);
+        }
+        EXPECT_EQ(slots.statistics().misses, 1U);  // the first run's slots only
+        EXPECT_EQ(slots.statistics().hits, 2U);
+    }
+    EXPECT_EQ(device->allocated_bytes(MemoryKind::Device), 0U);
+}
+
 TEST(Gemm, PlanThenExecuteAndFixedTiles) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
