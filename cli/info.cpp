@@ -72,6 +72,7 @@ nlohmann::json device_json(const Config& config, const DeviceInfo& info, const s
         {"max_buffer_bytes", info.max_buffer_bytes},
         {"max_allocation_bytes", info.max_allocation_bytes},
         {"unified_memory", info.unified_memory},
+        {"compute_lanes", info.compute_lanes},
     };
 }
 
@@ -132,6 +133,7 @@ void print_text(const InfoReport& report) {
             fmt::print("    largest buffer binding   {}\n", limit_text(info.max_buffer_bytes));
             fmt::print("    largest allocation       {}\n", limit_text(info.max_allocation_bytes));
             fmt::print("    unified memory           {}\n", info.unified_memory ? "yes" : "no");
+            fmt::print("    compute lanes            {}\n", info.compute_lanes);
         }
     }
     if (!report.default_error.empty()) fmt::print("\nno default device: {}\n", report.default_error);

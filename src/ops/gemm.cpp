@@ -184,7 +184,16 @@ private:
     std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
 };
 
-/// What the pipeline's slots may hold: the budget less the workspace that the compute
+/// Compute queues the run uses: GemmOptions::compute_lanes, else the device's.
+std::uint32_t lanes_for(const Device& device, const GemmOptions& options) {
+    const std::uint32_t lanes =
+        options.compute_lanes != 0 ? options.compute_lanes : device.info().compute_lanes;
+    if (lanes < 1 || lanes > 2)
+        throw UsageError(kComponent, fmt::format("compute_lanes {} is not 1 or 2", lanes));
+    return lanes;
+}
+
+/// What the pipeline's slots may hold: the budget less the workspace that each compute
 /// queue's GEMM kernels take outside it (DeviceInfo::gemm_workspace_bytes), so that the
 /// budget holds for all the device memory the run uses. A budget under four workspaces
 /// (tests, tiny runs) keeps its whole size for the slots: the workspace is then held
@@ -193,17 +202,18 @@ std::uint64_t budget_for(const Device& device, const GemmOptions& options) {
     const DeviceInfo& info = device.info();
     const std::uint64_t budget =
         options.budget_bytes != 0 ? options.budget_bytes : info.recommended_working_set_bytes;
-    if (budget / 4 < info.gemm_workspace_bytes) {
+    const std::uint64_t workspace = info.gemm_workspace_bytes * lanes_for(device, options);
+    if (budget / 4 < workspace) {
         static std::once_flag warned;
         std::call_once(warned, [&] {
             log::warn(kComponent,
                       "a device budget of {} bytes is under four times the {} bytes of workspace {}'s GEMM "
                       "kernels take; the workspace is held beside the budget",
-                      budget, info.gemm_workspace_bytes, info.id());
+                      budget, workspace, info.id());
         });
         return budget;
     }
-    return budget - info.gemm_workspace_bytes;
+    return budget - workspace;
 }
 
 }  // namespace
@@ -399,6 +409,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     po.measure_busy = options.measure_busy;
     po.staging_cache = options.staging_cache;
     po.device_cache = options.device_cache;
+    po.compute_lanes = lanes_for(device, options);
 
     // Declared before the pipeline: drains running on its threads use it until the
     // pipeline's destructor has joined them.
@@ -538,9 +549,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // β scales C once, on the first chunk; later chunks accumulate.
         args.beta = kc == 0 ? options.beta : 1.0;
         const bool overwrite = kc == 0 && !beta_nonzero;
+        // Consecutive tiles alternate compute lanes; a tile's chunks stay on one (they
+        // accumulate into its C in order).
         p.compute(
             {tile::reads(as), tile::reads(bs), overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs)},
-            [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm");
+            [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", static_cast<unsigned>(tw.t % 2));
     };
     auto end_tile = [&](const TileWork& tw) {
         if (c_direct) {

@@ -124,6 +124,9 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
       statistics_(budget_) {
     const auto made = std::chrono::steady_clock::now();
     if (options_.budget_bytes == 0) throw UsageError(kComponent, "the device budget must be at least 1 byte");
+    if (options_.compute_lanes < 1 || options_.compute_lanes > 2) {
+        throw UsageError(kComponent, fmt::format("compute_lanes {} is not 1 or 2", options_.compute_lanes));
+    }
     for (const StagingSpec* s : {&options_.upload_staging, &options_.download_staging}) {
         if (s->count > 0 && s->bytes == 0) throw UsageError(kComponent, "a staging ring of 0-byte buffers");
     }
@@ -143,6 +146,7 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
 
     queues_[kUpload] = device.create_queue(QueueRole::Upload);
     queues_[kCompute] = device.create_queue(QueueRole::Compute);
+    if (options_.compute_lanes == 2) queues_[kCompute2] = device.create_queue(QueueRole::Compute);
     queues_[kDownload] = device.create_queue(QueueRole::Download);
 
     if (total > 0) {
@@ -370,9 +374,11 @@ void Pipeline::end_busy(unsigned queue, Interval* interval, std::uint64_t bytes,
     queues_[queue]->host_task([this, queue, interval, bytes, name] {
         interval->end_ns = now_ns();
         if (!monitor::observed() || monitor::device_timed(device_->id())) return;
-        static constexpr std::array<const char*, kQueueCount> kTrack{"upload", "compute", "download"};
+        static constexpr std::array<const char*, kQueueCount> kTrack{"upload", "compute", "download",
+                                                                     "compute 2"};
         static constexpr std::array<monitor::OpKind, kQueueCount> kKind{
-            monitor::OpKind::Upload, monitor::OpKind::Kernel, monitor::OpKind::Download};
+            monitor::OpKind::Upload, monitor::OpKind::Kernel, monitor::OpKind::Download,
+            monitor::OpKind::Kernel};
         const std::int64_t origin =
             std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
         monitor::report(monitor::OpEvent{.kind = kKind[queue],
@@ -542,12 +548,13 @@ void Pipeline::flush_uploads_for(std::span<const SlotAccess> accesses) {
 // --- compute ---------------------------------------------------------------------
 
 void Pipeline::compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue,
-                       std::string_view name) {
-    compute(std::span<const SlotAccess>(accesses.begin(), accesses.size()), enqueue, name);
+                       std::string_view name, unsigned lane) {
+    compute(std::span<const SlotAccess>(accesses.begin(), accesses.size()), enqueue, name, lane);
 }
 
 void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue,
-                       std::string_view name) {
+                       std::string_view name, unsigned lane) {
+    const unsigned queue = lane % options_.compute_lanes == 0 ? kCompute : kCompute2;
     check_usable("compute");
     try {
         for (const SlotAccess& a : accesses) (void)slot_of(a.slot, "compute");
@@ -555,14 +562,14 @@ void Pipeline::compute(std::span<const SlotAccess> accesses, const ComputeFuncti
         started_ = true;
         flush_uploads_for(accesses);
         issue_ready_uploads();
-        for (const SlotAccess& a : accesses) wait_hazards(kCompute, slots_[a.slot.index].track, a.access);
-        Interval* busy = begin_busy(kCompute);
+        for (const SlotAccess& a : accesses) wait_hazards(queue, slots_[a.slot.index].track, a.access);
+        Interval* busy = begin_busy(queue);
         {
             const monitor::OpNameScope op_name(name);  // claims and names device-timed kernels
-            enqueue(*queues_[kCompute]);
+            enqueue(*queues_[queue]);
         }
-        end_busy(kCompute, busy, 0, name);
-        for (const SlotAccess& a : accesses) note_access(kCompute, slots_[a.slot.index].track, a.access);
+        end_busy(queue, busy, 0, name);
+        for (const SlotAccess& a : accesses) note_access(queue, slots_[a.slot.index].track, a.access);
         ++stats_.compute_count;
     } catch (...) {
         record_error(std::current_exception());
@@ -745,6 +752,7 @@ PipelineStats Pipeline::finish() {
     }
     // Every queue is drained even after a failure, so what is in flight ends here.
     for (const std::unique_ptr<Queue>& q : queues_) {
+        if (!q) continue;
         try {
             q->synchronize();
         } catch (...) {
@@ -762,10 +770,11 @@ void Pipeline::compute_stats() {
     PipelineStats& s = stats_;
     s.wall_seconds = static_cast<double>(now_ns()) * 1e-9;
     // Shared with the trace summary (outcore report): one definition of busy and hidden.
-    auto busy = [&](unsigned q) { return monitor::busy_ns(intervals_[q]); };
-    auto overlap_with_compute = [&](unsigned q) {
-        return monitor::overlap_ns(intervals_[q], intervals_[kCompute]);
-    };
+    // Both compute lanes are the compute queue's busy time: their union.
+    std::deque<Interval> compute = intervals_[kCompute];
+    compute.insert(compute.end(), intervals_[kCompute2].begin(), intervals_[kCompute2].end());
+    auto busy = [&](unsigned q) { return monitor::busy_ns(q == kCompute ? compute : intervals_[q]); };
+    auto overlap_with_compute = [&](unsigned q) { return monitor::overlap_ns(intervals_[q], compute); };
     const std::int64_t up = busy(kUpload);
     const std::int64_t down = busy(kDownload);
     const std::int64_t transfer = up + down;

@@ -89,6 +89,9 @@ struct GemmOptions {
     /// Device memory for the slots kept across calls (alloc/block_cache.hpp; null: made
     /// and freed by this call). Repeated runs of one plan then allocate nothing.
     alloc::BlockCache* device_cache = nullptr;
+    /// Compute queues the tiles alternate over, 1 or 2 (0: DeviceInfo::compute_lanes).
+    /// Each takes its own GEMM workspace out of the budget.
+    std::uint32_t compute_lanes = 0;
     /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
     /// devices sharing one panel's tiles, each keeping the panel resident across its
     /// runs). Called on the calling thread before each run, once no more of the tiles

@@ -115,6 +115,11 @@ struct PipelineOptions {
     /// Threads running drain functions (writing sinks). With more than one, drains of
     /// different downloads may run concurrently and out of order.
     std::uint32_t writer_threads = 1;
+    /// Compute queues, 1 or 2. With 2, compute() steps given lane 1 run on a second
+    /// queue, so kernels of the two lanes may run at once on the device (the tail of
+    /// one GEMM filled by the next one's first blocks); steps of different lanes are
+    /// ordered only through the slots they touch, like steps of different queues.
+    std::uint32_t compute_lanes = 1;
     /// Time every queue operation with host-side stamps (see PipelineStats). Costs two
     /// host tasks per operation; off, the busy times and hidden fraction read 0.
     bool measure_busy = true;
@@ -211,13 +216,14 @@ public:
     /// `dst` from `offset` — a sub-matrix of a pinned host matrix goes up with no
     /// packing on the host and one DMA. `host` must stay valid until finish().
     void upload_2d_from(SlotId dst, std::uint64_t offset, const void* host, const Copy2D& shape);
-    /// Runs `enqueue` with the compute queue once every access in `accesses` is safe
-    /// (earlier writers finished; for writes, earlier readers too). `enqueue` may only
-    /// touch the slots it lists. `name` names the kernel in traces ("gemm"); a literal.
+    /// Runs `enqueue` with the compute queue of `lane` (0, or 1 when compute_lanes is
+    /// 2; taken modulo compute_lanes) once every access in `accesses` is safe (earlier
+    /// writers finished; for writes, earlier readers too). `enqueue` may only touch the
+    /// slots it lists. `name` names the kernel in traces ("gemm"); a literal.
     void compute(std::initializer_list<SlotAccess> accesses, const ComputeFunction& enqueue,
-                 std::string_view name = "compute");
+                 std::string_view name = "compute", unsigned lane = 0);
     void compute(std::span<const SlotAccess> accesses, const ComputeFunction& enqueue,
-                 std::string_view name = "compute");
+                 std::string_view name = "compute", unsigned lane = 0);
     /// Downloads `bytes` of `src` at `offset` into a staging buffer, then runs `drain`
     /// on it on a writer thread. Blocks while every download staging buffer is busy.
     void download(SlotId src, std::uint64_t offset, std::uint64_t bytes, DrainFunction drain);
@@ -252,7 +258,8 @@ public:
     [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
 
 private:
-    enum QueueIndex : unsigned { kUpload = 0, kCompute = 1, kDownload = 2, kQueueCount = 3 };
+    // kCompute2: the second compute lane (PipelineOptions::compute_lanes = 2), else null.
+    enum QueueIndex : unsigned { kUpload = 0, kCompute = 1, kDownload = 2, kCompute2 = 3, kQueueCount = 4 };
 
     // Dependency state of one tracked buffer (a slot, or a region of one).
     struct Track {

@@ -98,6 +98,7 @@ DeviceInfo make_device_info(const CudaDeviceOptions& options) {
     info.max_buffer_bytes = total_bytes;
     info.max_allocation_bytes = total_bytes;
     info.gemm_workspace_bytes = props.major >= 9 ? kHopperWorkspaceBytes : kWorkspaceBytes;
+    info.compute_lanes = 2;
     return info;
 }
 

@@ -19,7 +19,8 @@ namespace {
 using outcore::cuda::test::CudaTest;
 
 TEST_F(CudaTest, GemmBudgetCoversTheCublasWorkspace) {
-    const std::uint64_t workspace = dev().info().gemm_workspace_bytes;
+    // One workspace per compute lane (each lane's queue has its own cuBLAS handle).
+    const std::uint64_t workspace = dev().info().gemm_workspace_bytes * dev().info().compute_lanes;
     ASSERT_GT(workspace, 0U);
     std::mt19937_64 rng(outcore::test::seed());
     const std::uint64_t n = 4096;  // 64 MiB per operand

@@ -68,6 +68,7 @@ struct Case {
     std::uint64_t budget_bytes = 0;
     double operand_fraction = 0.25;
     std::uint32_t depth = 2;
+    std::uint32_t lanes = 0;                           // compute lanes (0: the device's)
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
     /// Rates for the planner's time model (0: unknown, plans by bytes alone).
     double flops = 0, link_bytes_per_second = 0;
@@ -105,6 +106,7 @@ GemmOptions options_for(const Case& cs) {
     o.beta = cs.beta;
     o.schedule = cs.schedule;
     o.pipeline_depth = cs.depth;
+    o.compute_lanes = cs.lanes;
     o.tile_m = cs.tile_m;
     o.tile_n = cs.tile_n;
     o.tile_k = cs.tile_k;
@@ -201,6 +203,7 @@ TEST(Gemm, EveryTransposeAndScheduleF32AndF64) {
                 cs.beta = rng() % 2 == 0 ? 0.0 : std::uniform_real_distribution<double>(-2.0, 2.0)(rng);
                 cs.schedule = s;
                 cs.depth = 2 + static_cast<std::uint32_t>(rng() % 2);
+                cs.lanes = 1 + static_cast<std::uint32_t>(t % 2);  // two compute queues half the time
                 cs.operand_fraction = 0.2;
                 (void)run_case(*device, cs, rng);
             }

@@ -180,6 +180,65 @@ TEST(PipelineThreads, OrderingHoldsUnderSlowStages) {
     expect_nothing_held(*device);
 }
 
+// Two compute lanes: a step on lane 0 cannot finish until a step on lane 1 has
+// started (so lanes that ran one after the other would time out), and a lane-1 step
+// that reads what lane 0 wrote still sees it (lanes are ordered through slots).
+TEST(PipelineThreads, ComputeLanesRunAtOnceAndOrderThroughSlots) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    constexpr std::uint64_t kBytes = 64 * kKiB;
+    const std::vector<std::byte> x = random_bytes(rng, kBytes);
+    const std::vector<std::byte> y = random_bytes(rng, kBytes);
+    PipelineOptions o;
+    o.budget_bytes = 6 * kBytes;
+    for (int i = 0; i < 6; ++i) o.slots.push_back({kBytes, "test.slot"});
+    o.upload_staging = {.bytes = kBytes, .count = 2};
+    o.download_staging = {.bytes = kBytes, .count = 2};
+    o.compute_lanes = 2;
+    std::vector<std::byte> out_mid, out_other;
+    std::atomic<bool> lane1_started{false};
+    std::atomic<bool> saw_lane1{false};
+    {
+        Pipeline p(*device, o);
+        const SlotId in{0}, mid{1}, other_in{2}, other{3}, last{4};
+        p.upload(in, 0, kBytes, [&](std::span<std::byte> s) { std::memcpy(s.data(), x.data(), kBytes); });
+        p.upload(other_in, 0, kBytes,
+                 [&](std::span<std::byte> s) { std::memcpy(s.data(), y.data(), kBytes); });
+        p.compute(
+            {reads(in), writes(mid)},
+            [&](Queue& q) {
+                q.host_task([&] {
+                    const auto until = std::chrono::steady_clock::now() + 20s;
+                    while (!lane1_started.load() && std::chrono::steady_clock::now() < until)
+                        std::this_thread::sleep_for(1ms);
+                    saw_lane1 = lane1_started.load();
+                });
+                q.copy(p.view(in), p.view(mid));
+            },
+            "wait", 0);
+        p.compute(
+            {reads(other_in), writes(other)},
+            [&](Queue& q) {
+                q.host_task([&] { lane1_started = true; });
+                q.copy(p.view(other_in), p.view(other));
+            },
+            "start", 1);
+        p.compute(
+            {reads(mid), writes(last)}, [&](Queue& q) { q.copy(p.view(mid), p.view(last)); }, "follow", 1);
+        p.download(last, 0, kBytes,
+                   [&](std::span<const std::byte> s) { out_mid.assign(s.begin(), s.end()); });
+        p.download(other, 0, kBytes,
+                   [&](std::span<const std::byte> s) { out_other.assign(s.begin(), s.end()); });
+        const PipelineStats st = p.finish();
+        EXPECT_EQ(st.compute_count, 3U);
+        EXPECT_GT(st.compute_busy_seconds, 0.0);
+    }
+    EXPECT_TRUE(saw_lane1.load()) << "lane 0's step finished before lane 1's started: the lanes ran in turn";
+    EXPECT_EQ(out_mid, x);
+    EXPECT_EQ(out_other, y);
+    expect_nothing_held(*device);
+}
+
 #if defined(__SANITIZE_THREAD__)
 // Peeking at a slot while the upload queue writes it is a (deliberate) race; under
 // TSan the test checks that the next tile's fill ran instead.
@@ -453,6 +512,11 @@ TEST(Pipeline, BadOptionsAreUsageErrors) {
     zero_staging.budget_bytes = kMiB;
     zero_staging.upload_staging = {.bytes = 0, .count = 2};
     EXPECT_THROW(Pipeline(*device, zero_staging), outcore::UsageError);
+    for (const std::uint32_t lanes : {0U, 3U}) {
+        PipelineOptions bad_lanes = ring_options(1, 4 * kKiB, 1);
+        bad_lanes.compute_lanes = lanes;
+        EXPECT_THROW(Pipeline(*device, bad_lanes), outcore::UsageError) << lanes;
+    }
     PipelineOptions ok = ring_options(1, 4 * kKiB, 1);
     Pipeline p(*device, ok);
     EXPECT_THROW(p.upload(SlotId{0}, 0, 8 * kKiB, [](std::span<std::byte>) {}),
