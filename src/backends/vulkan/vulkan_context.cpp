@@ -354,15 +354,23 @@ Context::Context(std::uint32_t index) {
         download_index = 1;
     }
     has_download_ = download != UINT32_MAX;
-    const std::array<float, 2> priority{1.0F, 1.0F};
+    // A second compute lane (Pipeline compute_lanes) gets the compute family's next
+    // queue where there is one: kernels on separate VkQueues may run at once, while
+    // two dispatches on one queue are ordered by the barrier between them.
+    const std::uint32_t compute_used = download == compute ? 2U : 1U;
+    has_compute2_ = families[compute].queueCount > compute_used;
+    const std::array<float, 3> priority{1.0F, 1.0F, 1.0F};
     std::vector<VkDeviceQueueCreateInfo> queues;
     for (const std::uint32_t f : {compute, transfer}) {
         if (f == UINT32_MAX) continue;
+        const std::uint32_t count = f == compute    ? compute_used + (has_compute2_ ? 1U : 0U)
+                                    : f == download ? 2U
+                                                    : 1U;
         queues.push_back({.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                           .pNext = nullptr,
                           .flags = 0,
                           .queueFamilyIndex = f,
-                          .queueCount = f == download ? 2U : 1U,
+                          .queueCount = count,
                           .pQueuePriorities = priority.data()});
     }
     std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
@@ -415,6 +423,12 @@ Context::Context(std::uint32_t index) {
     vkGetDeviceQueue(device_, compute, 0, &compute_.queue);
     compute_.family = compute;
     compute_.timestamp_bits = families[compute].timestampValidBits;
+    if (has_compute2_) {
+        vkGetDeviceQueue(device_, compute, compute_used, &compute2_.queue);
+        compute2_.family = compute;
+        compute2_.timestamp_bits = compute_.timestamp_bits;
+    }
+    info_.compute_lanes = has_compute2_ ? 2U : 1U;
     if (has_transfer_) {
         vkGetDeviceQueue(device_, transfer, 0, &transfer_.queue);
         transfer_.family = transfer;

@@ -71,6 +71,12 @@ public:
     /// The compute queue; the transfer queue is the same object where the device has
     /// no separate transfer family.
     [[nodiscard]] SharedQueue& compute_queue() noexcept { return compute_; }
+    /// The compute queue of `lane` (0 or 1): a second VkQueue of the compute family for
+    /// lane 1 where the family has one (DeviceInfo::compute_lanes is then 2), so
+    /// kernels of the two lanes can run at once; else compute_queue().
+    [[nodiscard]] SharedQueue& compute_queue(unsigned lane) noexcept {
+        return lane % 2 == 1 && has_compute2_ ? compute2_ : compute_;
+    }
     [[nodiscard]] SharedQueue& transfer_queue() noexcept { return has_transfer_ ? transfer_ : compute_; }
     /// The queue downloads go to: a second queue (of the transfer family, else of the
     /// compute family) where the device has one, else transfer_queue(). Uploads and
@@ -113,10 +119,12 @@ private:
     VkPhysicalDeviceMemoryProperties memory_{};
     std::array<std::uint32_t, kMemoryKindCount> memory_types_{};
     SharedQueue compute_;
+    SharedQueue compute2_;  // the second compute lane's
     SharedQueue transfer_;
     SharedQueue download_;
     bool has_transfer_ = false;
     bool has_download_ = false;
+    bool has_compute2_ = false;
     bool small_storage_ = false;
     bool float64_ = false;
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;

@@ -11,6 +11,7 @@
 #include <vulkan/vulkan.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -85,6 +86,11 @@ public:
     /// Host-visible scratch memory for copies to and from pageable host memory; not
     /// counted in the device's accounting (the backend's own, like a driver's).
     [[nodiscard]] Allocator& staging() noexcept { return *staging_; }
+    /// The lane of the next compute queue made: 0, 1, 0, ... so a pipeline's two
+    /// compute queues, made one after the other, land on the two compute VkQueues
+    /// (Context::compute_queue(lane)). Should another thread make one in between, both
+    /// may share a VkQueue: still correct, only without the overlap.
+    [[nodiscard]] unsigned next_compute_lane() noexcept { return compute_queues_made_.fetch_add(1) % 2; }
 
 private:
     RawBlock do_allocate_native(const AllocationRequest& request) override;
@@ -101,6 +107,7 @@ private:
     std::array<std::unique_ptr<alloc::Heap>, kMemoryKindCount> heaps_;
     std::unique_ptr<alloc::Heap> staging_;
     std::unique_ptr<VulkanKernels> kernels_;
+    std::atomic<unsigned> compute_queues_made_{0};
 };
 
 }  // namespace outcore::vulkan

@@ -70,6 +70,7 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
     Context& cx = device.context();
     target_ = role == QueueRole::Upload     ? &cx.transfer_queue()
               : role == QueueRole::Download ? &cx.download_queue()
+              : role == QueueRole::Compute  ? &cx.compute_queue(device.next_compute_lane())
                                             : &cx.compute_queue();
     const VkCommandPoolCreateInfo info{.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                        .pNext = nullptr,
