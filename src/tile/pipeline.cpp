@@ -770,10 +770,16 @@ void Pipeline::compute_stats() {
     PipelineStats& s = stats_;
     s.wall_seconds = static_cast<double>(now_ns()) * 1e-9;
     // Shared with the trace summary (outcore report): one definition of busy and hidden.
-    // Both compute lanes are the compute queue's busy time: their union.
-    std::deque<Interval> compute = intervals_[kCompute];
-    compute.insert(compute.end(), intervals_[kCompute2].begin(), intervals_[kCompute2].end());
-    auto busy = [&](unsigned q) { return monitor::busy_ns(q == kCompute ? compute : intervals_[q]); };
+    // Both compute lanes are the compute queue's busy time: their union (the lanes'
+    // kernels overlap, so it is merged, not summed).
+    std::vector<monitor::Interval> compute;
+    for (const unsigned q : {kCompute, kCompute2}) {
+        for (const Interval& i : intervals_[q]) compute.push_back({i.begin_ns, i.end_ns});
+    }
+    monitor::merge_intervals(compute);
+    auto busy = [&](unsigned q) {
+        return q == kCompute ? monitor::busy_ns(compute) : monitor::busy_ns(intervals_[q]);
+    };
     auto overlap_with_compute = [&](unsigned q) { return monitor::overlap_ns(intervals_[q], compute); };
     const std::int64_t up = busy(kUpload);
     const std::int64_t down = busy(kDownload);
