@@ -145,6 +145,13 @@ public:
         return slot(panel_, kc);
     }
 
+    /// Uploads every chunk in `pieces` k-pieces of `piece_k` (the regions made for each
+    /// ring slot, indexed by the slot's index; see kFirstChunkPieces).
+    void split(const std::vector<std::vector<tile::SlotId>>* pieces, std::uint64_t piece_k) {
+        pieces_ = pieces;
+        piece_k_ = piece_k;
+    }
+
     /// Called at step `kc` of a non-first tile of the current panel (after its
     /// streamed upload): one spare-slot chunk of the next panel per step, and on
     /// the last tile every chunk whose slot step kc−1 released.
@@ -170,7 +177,17 @@ private:
     void upload(std::uint64_t panel, std::uint64_t kc, std::uint64_t o0, std::uint64_t on) {
         const std::uint64_t k0 = kc * tile_k_;
         const std::uint64_t kn = std::min(tile_k_, k_ - k0);
-        cut_.upload(p_, slot(panel, kc), o0, k0, on, kn);
+        const tile::SlotId s = slot(panel, kc);
+        if (pieces_ == nullptr || (*pieces_)[s.index].empty()) {
+            cut_.upload(p_, s, o0, k0, on, kn);
+            return;
+        }
+        // A k-piece of an on × kn column-major chunk is its columns [r·piece_k, ...):
+        // one contiguous region each.
+        const std::vector<tile::SlotId>& regions = (*pieces_)[s.index];
+        for (std::uint64_t r = 0; r < regions.size() && r * piece_k_ < kn; ++r) {
+            cut_.upload(p_, regions[r], o0, k0 + r * piece_k_, on, std::min(piece_k_, kn - r * piece_k_));
+        }
     }
 
     tile::Pipeline& p_;
@@ -182,7 +199,18 @@ private:
     std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
     std::uint64_t declared_ = 0;       // chunks of the current panel uploaded
     std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
+    const std::vector<std::vector<tile::SlotId>>* pieces_ = nullptr;
+    std::uint64_t piece_k_ = 0;
 };
+
+/// The first GEMM of an A-panel run waits for a whole panel chunk (1 GiB for the f32
+/// plan on the H200, 20-25 ms at the link's rate) before the device does anything.
+/// Each A ring slot is therefore made of kFirstChunkPieces regions along k, every chunk
+/// goes up piece by piece, and the run's first GEMM is issued per piece, so the device
+/// starts after the first piece; later GEMMs read every piece at once. Only where a
+/// piece is contiguous in the slot (A not transposed: chunks are on × kn, column-major)
+/// and every panel has the same rows (the regions are cut for them).
+constexpr std::uint64_t kFirstChunkPieces = 4;
 
 /// Compute queues the run uses: GemmOptions::compute_lanes, else the device's.
 std::uint32_t lanes_for(const Device& device, const GemmOptions& options) {
@@ -452,6 +480,34 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         return b_panel ? std::pair{r.col, r.size.cols} : std::pair{r.row, r.size.rows};
     };
 
+    // The first chunk's pieces (kFirstChunkPieces): regions of every A ring slot, by
+    // slot index, cut for the first panel's rows.
+    std::vector<std::vector<tile::SlotId>> a_pieces;
+    std::uint64_t piece_k = 0;
+    if (a_panel && !a_cut.k_rows && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
+        piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
+        const std::uint64_t on0 = panel_extent(0).second;
+        if (piece_k < plan.tile_k) {
+            a_pieces.resize(plan.a_slots);
+            for (const tile::SlotId s : a_ring) {
+                for (std::uint64_t k0 = 0; k0 < plan.tile_k; k0 += piece_k) {
+                    const std::uint64_t begin = k0 * on0 * w;
+                    const std::uint64_t end =
+                        k0 + piece_k >= plan.tile_k ? plan.a_slot_bytes : (k0 + piece_k) * on0 * w;
+                    a_pieces[s.index].push_back(p.region(s, begin, end - begin));
+                }
+            }
+            panel.split(&a_pieces, piece_k);
+        }
+    }
+    // An A slot's memory, whole (a split slot is only reachable through its regions).
+    auto a_view = [&](tile::SlotId s) {
+        if (a_pieces.empty()) return p.view(s);
+        const BufferView first = p.view(a_pieces[s.index].front());
+        return BufferView(first.block, first.offset, plan.a_slot_bytes);
+    };
+    bool first_gemm = true;  // the run's first GEMM goes piece by piece
+
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
     std::uint64_t b_next = 0;
@@ -539,7 +595,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         args.m = tw.mi;
         args.n = tw.nj;
         args.k = kn;
-        args.a = p.view(as).sub(0, a_bytes);
+        args.a = a_view(as).sub(0, a_bytes);
         args.lda = a_cut.ld(tw.mi, kn);
         args.b = p.view(bs).sub(0, b_bytes);
         args.ldb = b_cut.ld(tw.nj, kn);
@@ -551,9 +607,37 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         const bool overwrite = kc == 0 && !beta_nonzero;
         // Consecutive tiles alternate compute lanes; a tile's chunks stay on one (they
         // accumulate into its C in order).
-        p.compute(
-            {tile::reads(as), tile::reads(bs), overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs)},
-            [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", static_cast<unsigned>(tw.t % 2));
+        const auto lane = static_cast<unsigned>(tw.t % 2);
+        const tile::SlotAccess c_access = overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs);
+        if (a_pieces.empty()) {
+            p.compute(
+                {tile::reads(as), tile::reads(bs), c_access},
+                [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", lane);
+            return;
+        }
+        const std::vector<tile::SlotId>& pieces = a_pieces[as.index];
+        if (!std::exchange(first_gemm, false)) {
+            std::vector<tile::SlotAccess> accesses{tile::reads(bs), c_access};
+            for (const tile::SlotId r : pieces) accesses.push_back(tile::reads(r));
+            p.compute(
+                accesses, [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", lane);
+            return;
+        }
+        // One GEMM per piece: k columns [k1, k1 + kr) of the A chunk (contiguous, ld mi)
+        // and the matching rows of the B chunk.
+        for (std::uint64_t r = 0; r < pieces.size() && r * piece_k < kn; ++r) {
+            const std::uint64_t k1 = r * piece_k;
+            const std::uint64_t kr = std::min(piece_k, kn - k1);
+            GemmTileArgs piece = args;
+            piece.k = kr;
+            piece.a = p.view(pieces[r]).sub(0, tw.mi * kr * w);
+            const std::uint64_t b_off = b_cut.k_rows ? k1 * w : k1 * tw.nj * w;
+            piece.b = p.view(bs).sub(b_off, b_bytes - b_off);
+            if (r > 0) piece.beta = 1.0;
+            p.compute(
+                {tile::reads(pieces[r]), tile::reads(bs), r == 0 ? c_access : tile::updates(tw.cs)},
+                [&kernels, piece](Queue& q) { kernels.gemm(q, piece); }, "gemm", lane);
+        }
     };
     auto end_tile = [&](const TileWork& tw) {
         if (c_direct) {

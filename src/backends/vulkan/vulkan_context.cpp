@@ -250,6 +250,55 @@ std::vector<VkPhysicalDevice> Instance::devices() const {
     return kept;
 }
 
+// --- queues -------------------------------------------------------------------------
+
+/// Which queue families and VkQueues a Context uses: the first compute family; the
+/// first transfer-only family; downloads on a VkQueue of their own where a family has
+/// a second one (the transfer family's, else the compute family's, see
+/// Context::download_queue()); a second compute lane (Pipeline compute_lanes) on the
+/// compute family's next queue where there is one, since kernels on separate VkQueues
+/// may run at once while two dispatches on one queue are ordered by the barrier
+/// between them. describe() reports the lanes from the same choice.
+namespace {
+
+struct QueueChoice {
+    std::vector<VkQueueFamilyProperties> families;
+    std::uint32_t compute = UINT32_MAX;  // UINT32_MAX: none
+    std::uint32_t transfer = UINT32_MAX;
+    std::uint32_t download = UINT32_MAX;
+    std::uint32_t download_index = 0;
+    std::uint32_t compute_used = 1;  // VkQueues of the compute family before the second lane's
+    bool has_compute2 = false;
+};
+
+QueueChoice choose_queues(VkPhysicalDevice physical) {
+    QueueChoice c;
+    std::uint32_t family_count = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, nullptr);
+    c.families.resize(family_count);
+    vkGetPhysicalDeviceQueueFamilyProperties(physical, &family_count, c.families.data());
+    for (std::uint32_t f = 0; f < family_count; ++f) {
+        const VkQueueFlags q = c.families[f].queueFlags;
+        if ((q & VK_QUEUE_COMPUTE_BIT) != 0 && c.compute == UINT32_MAX) c.compute = f;
+        if ((q & VK_QUEUE_TRANSFER_BIT) != 0 && (q & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) == 0 &&
+            c.transfer == UINT32_MAX)
+            c.transfer = f;
+    }
+    if (c.compute == UINT32_MAX) return c;
+    if (c.transfer != UINT32_MAX && c.families[c.transfer].queueCount >= 2) {
+        c.download = c.transfer;
+        c.download_index = 1;
+    } else if (c.families[c.compute].queueCount >= 2) {
+        c.download = c.compute;
+        c.download_index = 1;
+    }
+    c.compute_used = c.download == c.compute ? 2U : 1U;
+    c.has_compute2 = c.families[c.compute].queueCount > c.compute_used;
+    return c;
+}
+
+}  // namespace
+
 // --- describe -----------------------------------------------------------------------
 
 DeviceInfo describe(VkPhysicalDevice device, std::uint32_t index) {
@@ -293,6 +342,7 @@ DeviceInfo describe(VkPhysicalDevice device, std::uint32_t index) {
     info.max_buffer_bytes = l.maxStorageBufferRange;
     info.max_allocation_bytes =
         m3.maxMemoryAllocationSize > 0 ? std::min(m3.maxMemoryAllocationSize, heap_bytes) : heap_bytes;
+    info.compute_lanes = choose_queues(device).has_compute2 ? 2U : 1U;
     return info;
 }
 
@@ -324,41 +374,20 @@ Context::Context(std::uint32_t index) {
                            "VK_ERROR_EXTENSION_NOT_PRESENT");
     }
 
-    std::uint32_t family_count = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &family_count, nullptr);
-    std::vector<VkQueueFamilyProperties> families(family_count);
-    vkGetPhysicalDeviceQueueFamilyProperties(physical_, &family_count, families.data());
-    std::uint32_t compute = UINT32_MAX;
-    std::uint32_t transfer = UINT32_MAX;
-    for (std::uint32_t f = 0; f < family_count; ++f) {
-        const VkQueueFlags q = families[f].queueFlags;
-        if ((q & VK_QUEUE_COMPUTE_BIT) != 0 && compute == UINT32_MAX) compute = f;
-        if ((q & VK_QUEUE_TRANSFER_BIT) != 0 && (q & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT)) == 0 &&
-            transfer == UINT32_MAX)
-            transfer = f;
-    }
+    const QueueChoice qc = choose_queues(physical_);
+    const std::vector<VkQueueFamilyProperties>& families = qc.families;
+    const std::uint32_t compute = qc.compute;
+    const std::uint32_t transfer = qc.transfer;
+    const std::uint32_t download = qc.download;
+    const std::uint32_t download_index = qc.download_index;
+    const std::uint32_t compute_used = qc.compute_used;
     if (compute == UINT32_MAX) {
         throw BackendError(kComponent, fmt::format("{} has no compute queue", info_.name), 0,
                            "VK_ERROR_FEATURE_NOT_PRESENT");
     }
     has_transfer_ = transfer != UINT32_MAX;
-    // Downloads get a VkQueue of their own where a family has a second one: the
-    // transfer family's, else the compute family's (see download_queue()).
-    std::uint32_t download = UINT32_MAX;
-    std::uint32_t download_index = 0;
-    if (has_transfer_ && families[transfer].queueCount >= 2) {
-        download = transfer;
-        download_index = 1;
-    } else if (families[compute].queueCount >= 2) {
-        download = compute;
-        download_index = 1;
-    }
     has_download_ = download != UINT32_MAX;
-    // A second compute lane (Pipeline compute_lanes) gets the compute family's next
-    // queue where there is one: kernels on separate VkQueues may run at once, while
-    // two dispatches on one queue are ordered by the barrier between them.
-    const std::uint32_t compute_used = download == compute ? 2U : 1U;
-    has_compute2_ = families[compute].queueCount > compute_used;
+    has_compute2_ = qc.has_compute2;
     const std::array<float, 3> priority{1.0F, 1.0F, 1.0F};
     std::vector<VkDeviceQueueCreateInfo> queues;
     for (const std::uint32_t f : {compute, transfer}) {
