@@ -570,6 +570,13 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         const std::uint64_t b_bytes = kn * tw.nj * w;
         tile::SlotId as{};
         tile::SlotId bs{};
+        // Before the first GEMM goes piece by piece, its B chunk goes up ahead of the A
+        // pieces (uploads run in program order), so the first piece's GEMM can start.
+        const bool b_first = first_gemm && !a_pieces.empty();
+        if (b_first) {
+            bs = b_ring[b_next++ % b_ring.size()];
+            b_cut.upload(p, bs, tw.j0, k0, tw.nj, kn);
+        }
         if (a_panel) {
             as = panel.current(kc);
         } else {
@@ -578,7 +585,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         }
         if (b_panel) {
             bs = panel.current(kc);
-        } else {
+        } else if (!b_first) {
             bs = b_ring[b_next++ % b_ring.size()];
             b_cut.upload(p, bs, tw.j0, k0, tw.nj, kn);
         }
