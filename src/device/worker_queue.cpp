@@ -198,15 +198,7 @@ const char* role_name(QueueRole role) noexcept {
 
 void WorkerQueue::note_slow(const char* what, std::chrono::steady_clock::time_point t0) const noexcept {
     // Time a device may idle for: OUTCORE_LOG=debug shows it (tuning a backend's waits).
-    constexpr double kSlowMs = 0.5;
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (ms < kSlowMs) return;
-    try {
-        log::debug(backend_, "{} queue: {} took {:.2f} ms", role_name(role()), what, ms);
-    } catch (...) {
-        // A debug line that cannot be formatted is not worth a failure.
-    }
+    log::debug_if_slow(backend_, t0, 0.5, "{} queue: {}", role_name(role()), what);
 }
 
 void WorkerQueue::run_hook(void (WorkerQueue::*hook)()) noexcept {

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <string_view>
 
 namespace outcore::log {
@@ -35,6 +36,28 @@ void info(std::string_view component, fmt::format_string<Args...> f, Args&&... a
 template <typename... Args>
 void debug(std::string_view component, fmt::format_string<Args...> f, Args&&... args) {
     if (level() >= Level::Debug) write(Level::Debug, component, fmt::format(f, std::forward<Args>(args)...));
+}
+
+/// At debug level, logs "<message> took N ms" when at least `threshold_ms` have passed
+/// since `t0`: host work a device may be idling for (a backend's waits, driver calls,
+/// packing). Never throws: a line that cannot be formatted is dropped.
+///
+///   const auto t0 = std::chrono::steady_clock::now();
+///   vkFreeMemory(...);
+///   log::debug_if_slow("vulkan", t0, 1.0, "vkFreeMemory of {} bytes", bytes);
+template <typename... Args>
+void debug_if_slow(std::string_view component, std::chrono::steady_clock::time_point t0, double threshold_ms,
+                   fmt::format_string<Args...> f, Args&&... args) noexcept {
+    if (level() < Level::Debug) return;
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (ms < threshold_ms) return;
+    try {
+        write(Level::Debug, component,
+              fmt::format("{} took {:.2f} ms", fmt::format(f, std::forward<Args>(args)...), ms));
+    } catch (...) {
+        // A debug line that cannot be formatted is not worth a failure.
+    }
 }
 
 }  // namespace outcore::log

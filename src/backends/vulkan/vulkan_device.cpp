@@ -72,14 +72,7 @@ namespace {
 /// Logs (debug) a driver call over a millisecond: making and freeing memory is where
 /// per-run setup time goes (pinning host pages, clearing device memory).
 void log_slow_call(const char* call, std::uint64_t bytes, std::chrono::steady_clock::time_point t0) noexcept {
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (ms < 1.0) return;
-    try {
-        log::debug(kComponent, "{} of {} bytes took {:.2f} ms", call, bytes, ms);
-    } catch (...) {
-        // A debug line that cannot be formatted is not worth a failure.
-    }
+    log::debug_if_slow(kComponent, t0, 1.0, "{} of {} bytes", call, bytes);
 }
 
 }  // namespace

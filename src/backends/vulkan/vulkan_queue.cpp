@@ -174,15 +174,8 @@ void VulkanQueue::note_slow(const char* what, std::string_view name, std::uint64
                             std::chrono::steady_clock::time_point t0) noexcept {
     // Host time the GPU may be waiting for (a driver that builds many copy regions one by
     // one); OUTCORE_LOG=debug shows it.
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (ms < kSlowHostMs) return;
-    try {
-        log::debug(kComponent, "{}{}{} ({} bytes) took {:.2f} ms on the host", what, name.empty() ? "" : " ",
-                   name, bytes, ms);
-    } catch (...) {
-        // A debug line that cannot be formatted is not worth a failure.
-    }
+    log::debug_if_slow(kComponent, t0, kSlowHostMs, "{}{}{} ({} bytes) on the host", what,
+                       name.empty() ? "" : " ", name, bytes);
 }
 
 void VulkanQueue::finish_timing(TimedCommand& t) noexcept {
