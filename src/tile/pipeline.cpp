@@ -1,3 +1,7 @@
+// src/tile/pipeline.cpp — the Pipeline (outcore/tile/pipeline.hpp). Just over 800 lines
+// on purpose: construction, per-slot dependency tracking, the upload FIFO, compute
+// lanes, downloads and the busy-time statistics share one private state and one
+// ordering contract, and splitting them would spread that contract over files.
 #include "outcore/tile/pipeline.hpp"
 
 #include <fmt/format.h>

@@ -457,7 +457,6 @@ Context::Context(std::uint32_t index) {
         compute2_.family = compute;
         compute2_.timestamp_bits = compute_.timestamp_bits;
     }
-    info_.compute_lanes = has_compute2_ ? 2U : 1U;
     if (has_transfer_) {
         vkGetDeviceQueue(device_, transfer, 0, &transfer_.queue);
         transfer_.family = transfer;
