@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "device/host_writes.hpp"
 #include "outcore/alloc/heap.hpp"
 #include "outcore/backends/vulkan.hpp"
 #include "outcore/device/device.hpp"
@@ -86,6 +87,10 @@ public:
     /// Host-visible scratch memory for copies to and from pageable host memory; not
     /// counted in the device's accounting (the backend's own, like a driver's).
     [[nodiscard]] Allocator& staging() noexcept { return *staging_; }
+    /// Host ranges the device will write (direct downloads into host-visible memory,
+    /// any queue) in work not finished: a staged upload packs its bytes only once no
+    /// such write overlaps them (detail::PendingHostWrites).
+    [[nodiscard]] detail::PendingHostWrites& host_writes() noexcept { return host_writes_; }
     /// The lane of the next compute queue made: 0, 1, 0, ... so a pipeline's two
     /// compute queues, made one after the other, land on the two compute VkQueues
     /// (Context::compute_queue(lane)). Should another thread make one in between, both
@@ -108,6 +113,7 @@ private:
     std::unique_ptr<alloc::Heap> staging_;
     std::unique_ptr<VulkanKernels> kernels_;
     std::atomic<unsigned> compute_queues_made_{0};
+    detail::PendingHostWrites host_writes_;
 };
 
 }  // namespace outcore::vulkan

@@ -445,10 +445,8 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
     // Host memory inside this device's coherent host-visible blocks (HostPinned Blocks,
     // a StagingCache's) is copied by the device straight from or into its buffer.
     const void* host_side = host.src != nullptr ? host.src : host.dst;
-    bool device_written_host = false;
     if (host_side != nullptr) {
         const auto hb = device_->host_buffer(host_side, bytes);
-        device_written_host = hb.has_value();
         const bool up = host.src != nullptr;
         const VkBuffer buffer = up ? buffer_of(dst) : buffer_of(src);
         const std::uint64_t at = up ? dst.native_offset() : src.native_offset();
@@ -456,11 +454,15 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         // undefined): such a copy takes the staging path below.
         if (hb && !overlaps(*hb, buffer, at, bytes, bytes)) {
             const monitor::OpKind kind = up ? monitor::OpKind::Upload : monitor::OpKind::Download;
-            enqueue_command(kind, detail::copy_name(kind), bytes, [this, hb = *hb, buffer, at, bytes, up] {
-                const VkBufferCopy r{
-                    .srcOffset = up ? hb.offset : at, .dstOffset = up ? at : hb.offset, .size = bytes};
-                vkCmdCopyBuffer(commands(), up ? hb.buffer : buffer, up ? buffer : hb.buffer, 1, &r);
-            });
+            enqueue_command(kind, detail::copy_name(kind), bytes,
+                            [this, hb = *hb, buffer, at, bytes, up, written = note_write(host.dst, bytes)] {
+                                const VkBufferCopy r{.srcOffset = up ? hb.offset : at,
+                                                     .dstOffset = up ? at : hb.offset,
+                                                     .size = bytes};
+                                const VkCommandBuffer cmd = commands();  // may flush: keep after it
+                                if (written) keep(written);              // pending until the batch has run
+                                vkCmdCopyBuffer(cmd, up ? hb.buffer : buffer, up ? buffer : hb.buffer, 1, &r);
+                            });
             return;
         }
     }
@@ -474,8 +476,7 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
         staged_copy_2d(
             view, host,
             Copy2D{
-                .width_bytes = width, .rows = rows, .host_pitch_bytes = width, .buffer_pitch_bytes = width},
-            device_written_host);
+                .width_bytes = width, .rows = rows, .host_pitch_bytes = width, .buffer_pitch_bytes = width});
         const std::uint64_t done = rows * width;
         if (done < bytes) {
             const std::uint64_t rest = bytes - done;
@@ -483,8 +484,7 @@ void VulkanQueue::do_copy(const BufferView& src, const BufferView& dst, HostRang
                                  .dst = up ? nullptr : static_cast<std::byte*>(host.dst) + done};
             staged_copy_2d(
                 view.sub(done, rest), tail,
-                Copy2D{.width_bytes = rest, .rows = 1, .host_pitch_bytes = rest, .buffer_pitch_bytes = rest},
-                device_written_host);
+                Copy2D{.width_bytes = rest, .rows = 1, .host_pitch_bytes = rest, .buffer_pitch_bytes = rest});
         }
         return;
     }
@@ -575,20 +575,25 @@ void VulkanQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Cop
         !overlaps(*hb, buffer_of(buffer), buffer.native_offset(), host_span, buffer_span)) {  // see do_copy
         enqueue_command(
             kind, detail::copy_name(kind), shape.rows * shape.width_bytes,
-            [this, hb = *hb, buffer, shape, up] {
+            [this, hb = *hb, buffer, shape, up, written = note_write(host.dst, host_span)] {
                 const std::vector<VkBufferCopy> r =
                     copy_regions(shape, hb.offset, shape.host_pitch_bytes, buffer.native_offset(), up);
                 const VkBuffer device_buffer = buffer_of(buffer);
-                vkCmdCopyBuffer(commands(), up ? hb.buffer : device_buffer, up ? device_buffer : hb.buffer,
+                const VkCommandBuffer cmd = commands();  // may flush: keep after it
+                if (written) keep(written);              // pending until the batch has run
+                vkCmdCopyBuffer(cmd, up ? hb.buffer : device_buffer, up ? device_buffer : hb.buffer,
                                 static_cast<std::uint32_t>(r.size()), r.data());
             });
         return;
     }
-    staged_copy_2d(buffer, host, shape, hb.has_value());
+    staged_copy_2d(buffer, host, shape);
 }
 
-void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape,
-                                 bool device_written_host) {
+std::shared_ptr<void> VulkanQueue::note_write(void* host, std::uint64_t bytes) {
+    return host == nullptr ? nullptr : device_->host_writes().note(host, bytes);
+}
+
+void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) {
     // Through staging, in bands of whole rows packed (or unpacked) on the host by the
     // queue's pack pool: pageable memory, and host-visible memory in short runs.
     const bool up = host.src != nullptr;
@@ -602,25 +607,33 @@ void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const
         const std::uint64_t at = buffer.native_offset() + r0 * shape.buffer_pitch_bytes;
         const std::uint64_t host_at = r0 * shape.host_pitch_bytes;
         if (up) {
-            enqueue_command(kind, "upload", packed,
-                            [this, buffer, band, packed, at, device_written_host,
-                             from = static_cast<const std::byte*>(host.src) + host_at] {
-                                // The host reads the bytes now, not when the copy runs: memory the
-                                // device writes (a download into a HostPinned block, on this queue or
-                                // one waited for) must have been written first.
-                                if (device_written_host && (current_.commands != VK_NULL_HANDLE ||
-                                                            !in_flight_.empty() || !waits_.empty()))
-                                    drain();
-                                std::shared_ptr<Block> s = stage(packed);
-                                copy_rows(from, band.host_pitch_bytes, s->host(), band.width_bytes,
-                                          band.width_bytes, band.rows);
-                                const std::vector<VkBufferCopy> r =
-                                    copy_regions(band, s->raw().offset, band.width_bytes, at, true);
-                                const VkBuffer staging = device_->buffer_of(s->raw());
-                                keep(std::move(s));  // before the copy is recorded: it may throw
-                                vkCmdCopyBuffer(commands(), staging, buffer_of(buffer),
-                                                static_cast<std::uint32_t>(r.size()), r.data());
-                            });
+            enqueue_command(
+                kind, "upload", packed,
+                [this, buffer, band, packed, at, from = static_cast<const std::byte*>(host.src) + host_at] {
+                    // The host reads the bytes now, not when the copy runs: where a
+                    // download into them (on this queue or one waited for) has not
+                    // run yet, that work finishes first. Only then: waiting for all
+                    // earlier work held every pack behind unrelated copies.
+                    const std::uint64_t span = (band.rows - 1) * band.host_pitch_bytes + band.width_bytes;
+                    if (device_->host_writes().overlaps(from, span) &&
+                        (current_.commands != VK_NULL_HANDLE || !in_flight_.empty() || !waits_.empty())) {
+                        host_read_waits_.fetch_add(1);
+                        drain();
+                    }
+                    std::shared_ptr<Block> s = stage(packed);
+                    copy_rows(from, band.host_pitch_bytes, s->host(), band.width_bytes, band.width_bytes,
+                              band.rows);
+                    const std::vector<VkBufferCopy> r =
+                        copy_regions(band, s->raw().offset, band.width_bytes, at, true);
+                    const VkBuffer staging = device_->buffer_of(s->raw());
+                    const VkBuffer target = buffer_of(buffer);
+                    // commands() may flush the batch so far: the staging goes with
+                    // the batch the copy is recorded in, else it could be reused
+                    // before the copy has read it.
+                    const VkCommandBuffer cmd = commands();
+                    keep(std::move(s));
+                    vkCmdCopyBuffer(cmd, staging, target, static_cast<std::uint32_t>(r.size()), r.data());
+                });
             continue;
         }
         auto holder = std::make_shared<std::shared_ptr<Block>>();
@@ -628,9 +641,11 @@ void VulkanQueue::staged_copy_2d(const BufferView& buffer, HostRange host, const
             *holder = stage(packed);
             const std::vector<VkBufferCopy> r =
                 copy_regions(band, (*holder)->raw().offset, band.width_bytes, at, false);
-            keep(holder);  // before the copy is recorded: it may throw
-            vkCmdCopyBuffer(commands(), buffer_of(buffer), device_->buffer_of((*holder)->raw()),
-                            static_cast<std::uint32_t>(r.size()), r.data());
+            const VkBuffer source = buffer_of(buffer);
+            const VkBuffer staging = device_->buffer_of((*holder)->raw());
+            const VkCommandBuffer cmd = commands();  // may flush: keep after it
+            keep(holder);
+            vkCmdCopyBuffer(cmd, source, staging, static_cast<std::uint32_t>(r.size()), r.data());
         });
         enqueue([this, holder, band, to = static_cast<std::byte*>(host.dst) + host_at] {
             copy_rows((*holder)->host(), band.width_bytes, to, band.host_pitch_bytes, band.width_bytes,

@@ -80,6 +80,9 @@ public:
                          std::function<void()> record);
     /// Waits for other queues' records that this queue made on the device (tests).
     [[nodiscard]] std::uint64_t device_waits() const noexcept { return device_waits_.load(); }
+    /// Staged uploads that waited for earlier work because a pending download writes
+    /// their host bytes (tests).
+    [[nodiscard]] std::uint64_t host_read_waits() const noexcept { return host_read_waits_.load(); }
 
 private:
     struct Batch {
@@ -108,11 +111,13 @@ private:
     /// Enqueues `shape` through staging in bands of at most 32 MiB, each packed (or
     /// unpacked) on the host by the pack pool and copied as one region where the buffer
     /// side is packed.
-    /// `device_written_host`: the host side is memory the device writes (a HostPinned
-    /// block): the host reads it only once earlier work on this queue (and what it
-    /// waits for) has finished. A band is one row where a row is over 32 MiB.
-    void staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape,
-                        bool device_written_host);
+    /// An upload band is packed when the worker reaches it, once no download into its
+    /// bytes is pending (VulkanDevice::host_writes). A band is one row where a row is
+    /// over 32 MiB.
+    void staged_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape);
+    /// For a direct download into host memory `host` (null for an upload): the pending
+    /// write's token, for the batch to keep; null for an upload.
+    [[nodiscard]] std::shared_ptr<void> note_write(void* host, std::uint64_t bytes);
     /// On the worker: the pool that packs staged 2-D copies (made on first use, half the
     /// machine's cores, the worker included).
     [[nodiscard]] detail::ThreadPool& pack_pool();
@@ -161,6 +166,7 @@ private:
     std::vector<std::pair<detail::DevicePoint, std::shared_ptr<detail::HostSignal>>> waits_;
     std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
     std::atomic<std::uint64_t> device_waits_{0};
+    std::atomic<std::uint64_t> host_read_waits_{0};
     TimedCommand* timing_ = nullptr;  ///< worker: the command whose begin query commands() writes
     std::unique_ptr<detail::ThreadPool> pack_pool_;  ///< worker only
 

@@ -331,6 +331,57 @@ TEST_F(VulkanTest, StagedCopiesPutEveryByteInPlaceAndInQueueOrder) {
     }
 }
 
+// A short-run upload packs its bytes on the host when its queue reaches it. It waits
+// for earlier work only where a download not yet finished writes those bytes: one on
+// another queue that it waits for through an event (the upload must read what the
+// download wrote), but not one into other bytes of the same pinned block (the GEMM's C
+// tiles going down while its B chunks go up: waiting there serialised every pack).
+TEST_F(VulkanTest, ShortRunUploadsWaitOnlyForDownloadsIntoTheirBytes) {
+    auto down = dev().create_queue(outcore::QueueRole::Download);
+    auto up = dev().create_queue(outcore::QueueRole::Upload);
+    auto& vk_up = outcore::vulkan::vulkan_queue(*up, "test");
+    const std::uint64_t run = 4096;
+    const std::uint64_t rows = 8 * kMiB / run;
+    const std::uint64_t span = rows * 2 * run;  // runs 8 KiB apart
+    std::vector<std::byte> sent(span);
+    std::mt19937_64 rng(outcore::test::seed());
+    for (auto& b : sent) b = static_cast<std::byte>(rng());
+    Block device = dev().allocate({.bytes = span});
+    Block pinned = dev().allocate({.bytes = 2 * span, .kind = outcore::MemoryKind::HostPinned});
+    Block other = dev().allocate({.bytes = rows * run});
+    up->upload(sent.data(), device);
+    up->synchronize();
+    std::memset(pinned.host(), 0, 2 * span);
+    const outcore::Copy2D shape{
+        .width_bytes = run, .rows = rows, .host_pitch_bytes = 2 * run, .buffer_pitch_bytes = run};
+    std::vector<std::byte> back(rows * run);
+
+    // Disjoint: a download into the first half, an upload from the second. Work is
+    // pending on the upload queue (the first copy) but none writes the packed bytes.
+    down->download(device, pinned.host());
+    up->upload(sent.data(), outcore::BufferView(device).sub(0, run));
+    up->upload_2d(static_cast<const std::byte*>(pinned.host()) + span, other, shape);
+    up->download(other, back.data());
+    up->synchronize();
+    down->synchronize();
+    EXPECT_EQ(vk_up.host_read_waits(), 0U) << "waited for work that writes none of its bytes";
+    for (std::uint64_t r = 0; r < rows; ++r) ASSERT_EQ(back[r * run], std::byte{0}) << "row " << r;
+
+    // Overlapping, across queues: the upload waits for the download's record.
+    std::memset(pinned.host(), 0, 2 * span);
+    auto landed = dev().create_event();
+    down->download(device, pinned.host());
+    down->record(*landed);
+    up->wait(*landed);
+    up->upload_2d(pinned.host(), other, shape);
+    up->download(other, back.data());
+    up->synchronize();
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(std::memcmp(back.data() + r * run, sent.data() + r * 2 * run, run), 0)
+            << "row " << r << ": the upload read the bytes before the download wrote them";
+    }
+}
+
 // Many small commands from several queues, ordered by events: batching into command
 // buffers must keep each queue's order.
 TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {
