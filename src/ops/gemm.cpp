@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "gemm_feed.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
@@ -20,6 +21,9 @@
 namespace outcore::ops {
 
 namespace {
+
+using detail::OperandCut;
+using detail::PanelFeeder;
 
 constexpr const char* kComponent = "gemm";
 constexpr std::uint32_t kDefaultWriterThreads = 1;
@@ -31,53 +35,6 @@ std::uint32_t default_reader_threads() noexcept {
     return std::clamp<std::uint32_t>(cores / 2, 2, 8);
 }
 constexpr std::uint32_t kDownloadStaging = 2;  // one C tile drains while the next downloads
-
-/// How one input operand is cut into k-chunks. "Outer" is the operand's C dimension:
-/// m for A, n for B. A chunk covers outer range [o0, o0 + on) and k range [k0, k0 + kn)
-/// and is packed in the operand's stored orientation, so the kernel transposes (or
-/// not) exactly as the caller asked and the host never transposes a stored block.
-struct OperandCut {
-    const io::MatrixSource* source = nullptr;
-    /// The stored (logical) matrix has k along its rows: A with trans_a, B without trans_b.
-    bool k_rows = false;
-    /// Element bytes.
-    std::uint64_t w = 0;
-    /// Device-readable memory: chunks go up with one 2-D copy, no packing.
-    std::optional<io::DirectMatrix> direct = std::nullopt;
-
-    /// Leading dimension of a packed chunk, in elements.
-    [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
-        return k_rows ? kn : on;
-    }
-    void read(std::uint64_t o0, std::uint64_t k0, std::uint64_t on, std::uint64_t kn, std::byte* dst) const {
-        if (k_rows) {
-            source->read(k0, o0, kn, on, dst, kn);
-        } else {
-            source->read(o0, k0, on, kn, dst, on);
-        }
-    }
-    /// Uploads the chunk into `slot`, packed (through a staging buffer) or, for a
-    /// direct source, straight from its memory.
-    void upload(tile::Pipeline& p, tile::SlotId slot, std::uint64_t o0, std::uint64_t k0, std::uint64_t on,
-                std::uint64_t kn) const {
-        if (direct) {
-            // The chunk in stored orientation is an nr × nc column-major block.
-            const std::uint64_t r0 = k_rows ? k0 : o0;
-            const std::uint64_t c0 = k_rows ? o0 : k0;
-            const std::uint64_t nr = k_rows ? kn : on;
-            const std::uint64_t nc = k_rows ? on : kn;
-            p.upload_2d_from(slot, 0, direct->data + (r0 + c0 * direct->ld_elements) * w,
-                             Copy2D{.width_bytes = nr * w,
-                                    .rows = nc,
-                                    .host_pitch_bytes = direct->ld_elements * w,
-                                    .buffer_pitch_bytes = nr * w});
-            return;
-        }
-        const OperandCut cut = *this;
-        p.upload(slot, 0, on * kn * w,
-                 [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
-    }
-};
 
 std::uint64_t op_rows(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.cols() : s.rows(); }
 std::uint64_t op_cols(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.rows() : s.cols(); }
@@ -104,105 +61,6 @@ private:
     std::mutex mutex_;
 };
 
-/// Feeds a resident panel through its ring of chunk slots (GemmPlan::a_slots /
-/// b_slots = k_chunks + prefetch_chunks): chunk c of panel r lives in slot
-/// (r·K + c) mod S. The current panel's chunks are uploaded as its first tile needs
-/// them; the next panel's first prefetch_chunks chunks go into the spare slots
-/// during the current panel's middle tiles, and the rest follow the last tile, each
-/// as soon as the chunk that held its slot has had its last use.
-class PanelFeeder {
-public:
-    PanelFeeder(tile::Pipeline& p, const std::vector<tile::SlotId>& ring, const OperandCut& cut,
-                const tile::GemmPlan& plan, std::uint64_t k)
-        : p_(p),
-          ring_(ring),
-          cut_(cut),
-          tile_k_(plan.tile_k),
-          k_(k),
-          k_chunks_(plan.k_chunks()),
-          prefetch_(plan.prefetch_chunks) {}
-
-    /// Begins panel `panel_` + 1 (or the first): its outer range, and the next one's
-    /// (next_count 0 when there is none).
-    void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
-        if (started_) ++panel_;
-        started_ = true;
-        o0_ = o0;
-        on_ = on;
-        next_o0_ = next_o0;
-        next_on_ = next_on;
-        declared_ = declared_next_;
-        declared_next_ = 0;
-    }
-
-    /// The slot holding chunk `kc` of the current panel, uploading it (and any
-    /// earlier chunk not yet up) first.
-    tile::SlotId current(std::uint64_t kc) {
-        while (declared_ <= kc) {
-            upload(panel_, declared_, o0_, on_);
-            ++declared_;
-        }
-        return slot(panel_, kc);
-    }
-
-    /// Uploads every chunk in `pieces` k-pieces of `piece_k` (the regions made for each
-    /// ring slot, indexed by the slot's index; see kFirstChunkPieces).
-    void split(const std::vector<std::vector<tile::SlotId>>* pieces, std::uint64_t piece_k) {
-        pieces_ = pieces;
-        piece_k_ = piece_k;
-    }
-
-    /// Called at step `kc` of a non-first tile of the current panel (after its
-    /// streamed upload): one spare-slot chunk of the next panel per step, and on
-    /// the last tile every chunk whose slot step kc−1 released.
-    void prefetch(bool last_tile, std::uint64_t kc) {
-        if (next_on_ == 0) return;
-        if (last_tile) {
-            // Chunk c's slot was last used by chunk c − P of this panel: free once
-            // step c − P has been issued, i.e. c − P ≤ kc − 1.
-            while (declared_next_ < k_chunks_ && declared_next_ + 1 <= kc + prefetch_) {
-                upload(panel_ + 1, declared_next_, next_o0_, next_on_);
-                ++declared_next_;
-            }
-        } else if (declared_next_ < prefetch_) {
-            upload(panel_ + 1, declared_next_, next_o0_, next_on_);
-            ++declared_next_;
-        }
-    }
-
-private:
-    [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t kc) const {
-        return ring_[(panel * k_chunks_ + kc) % ring_.size()];
-    }
-    void upload(std::uint64_t panel, std::uint64_t kc, std::uint64_t o0, std::uint64_t on) {
-        const std::uint64_t k0 = kc * tile_k_;
-        const std::uint64_t kn = std::min(tile_k_, k_ - k0);
-        const tile::SlotId s = slot(panel, kc);
-        if (pieces_ == nullptr || (*pieces_)[s.index].empty()) {
-            cut_.upload(p_, s, o0, k0, on, kn);
-            return;
-        }
-        // A k-piece of an on × kn column-major chunk is its columns [r·piece_k, ...):
-        // one contiguous region each.
-        const std::vector<tile::SlotId>& regions = (*pieces_)[s.index];
-        for (std::uint64_t r = 0; r < regions.size() && r * piece_k_ < kn; ++r) {
-            cut_.upload(p_, regions[r], o0, k0 + r * piece_k_, on, std::min(piece_k_, kn - r * piece_k_));
-        }
-    }
-
-    tile::Pipeline& p_;
-    const std::vector<tile::SlotId>& ring_;
-    OperandCut cut_;
-    std::uint64_t tile_k_, k_, k_chunks_, prefetch_;
-    std::uint64_t panel_ = 0;
-    bool started_ = false;
-    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
-    std::uint64_t declared_ = 0;       // chunks of the current panel uploaded
-    std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
-    const std::vector<std::vector<tile::SlotId>>* pieces_ = nullptr;
-    std::uint64_t piece_k_ = 0;
-};
-
 /// The first GEMM of an A-panel run waits for a whole panel chunk (1 GiB for the f32
 /// plan on the H200, 20-25 ms at the link's rate) before the device does anything.
 /// Each A ring slot is therefore made of kFirstChunkPieces regions along k, every chunk
@@ -211,6 +69,25 @@ private:
 /// piece is contiguous in the slot (A not transposed: chunks are on × kn, column-major)
 /// and every panel has the same rows (the regions are cut for them).
 constexpr std::uint64_t kFirstChunkPieces = 4;
+
+/// With two compute lanes, a C tile's k chunks accumulate into one C in order, so they
+/// all run on one lane and each GEMM's last partial wave of workgroups leaves the
+/// device part idle before the next (on the H200's Vulkan driver the square-C plan's
+/// 16384×2816×1536 calls ran at 37.5 TFLOP/s against 39.3 in-core). Such tiles are
+/// therefore computed as two column parts, each its own region of the C slot with its
+/// own GEMMs on its own lane (GemmOptions::split_c_tiles): the parts share the A and B
+/// chunks, and one lane's tail overlaps the other lane's work. The right part starts
+/// at the device's offset alignment within the slot; where that does not fit the
+/// slot, the tile is not split.
+
+/// One column part of a C tile: its slot (a region when split), its first column
+/// within the tile, its width and its lane.
+struct CPart {
+    tile::SlotId slot;
+    std::uint64_t j = 0;
+    std::uint64_t cols = 0;
+    unsigned lane = 0;
+};
 
 /// Compute queues the run uses: GemmOptions::compute_lanes, else the device's.
 std::uint32_t lanes_for(const Device& device, const GemmOptions& options) {
@@ -508,6 +385,27 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     };
     bool first_gemm = true;  // the run's first GEMM goes piece by piece
 
+    // C tiles in two column parts, one per lane (CPart), where a tile has several
+    // k chunks and the slot holds both parts at their aligned places.
+    // Left parts are a whole number of 4-byte words wide in the B chunk (bf16's right
+    // part starts at column `left` of B: a 2-byte offset is not a word), at most half
+    // the tile rounded up to that step.
+    const std::uint64_t part_step = w < 4 ? 4 / w : 1;
+    auto left_of = [part_step](std::uint64_t nj) { return std::min(nj, align_up((nj + 1) / 2, part_step)); };
+    const std::uint64_t left_cols = left_of(plan.tile_n);
+    const std::uint64_t right_at = align_up(plan.tile_m * left_cols * wc,
+                                            std::max<std::uint64_t>(device.info().min_offset_alignment, 1));
+    const bool split_c = options.split_c_tiles && po.compute_lanes == 2 && k_chunks > 1 &&
+                         left_cols < plan.tile_n && a_pieces.empty() &&
+                         right_at + plan.tile_m * (plan.tile_n - left_cols) * wc <= plan.c_slot_bytes;
+    std::vector<std::array<tile::SlotId, 2>> c_halves;  // by position in c_ring
+    if (split_c) {
+        for (const tile::SlotId s : c_ring) {
+            c_halves.push_back(
+                {p.region(s, 0, right_at), p.region(s, right_at, plan.c_slot_bytes - right_at)});
+        }
+    }
+
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
     std::uint64_t b_next = 0;
@@ -521,6 +419,20 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         std::uint64_t t, inner, i0, j0, mi, nj, c_bytes;
         tile::SlotId cs;
         bool has_next_panel;
+    };
+    // The tile's C parts: the whole slot on the tile's lane (consecutive tiles
+    // alternate), or two column parts on lanes 0 and 1.
+    auto c_parts = [&](const TileWork& tw) {
+        std::vector<CPart> parts;
+        if (!split_c) {
+            parts.push_back({.slot = tw.cs, .j = 0, .cols = tw.nj, .lane = static_cast<unsigned>(tw.t % 2)});
+            return parts;
+        }
+        const auto& halves = c_halves[tw.t % c_halves.size()];
+        const std::uint64_t left = left_of(tw.nj);
+        parts.push_back({.slot = halves[0], .j = 0, .cols = left, .lane = 0});
+        if (tw.nj > left) parts.push_back({.slot = halves[1], .j = left, .cols = tw.nj - left, .lane = 1});
+        return parts;
     };
     // Row-major tiles for SquareC and APanelResident, column-major for
     // BPanelResident: consecutive tiles share the resident panel. Starts the panel
@@ -545,20 +457,23 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 tw.has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
             panel.start(o0, on, n0, nn);
         }
-        // A C tile is an mi × nj column-major block of C.
-        const Copy2D c_shape{.width_bytes = tw.mi * wc,
-                             .rows = tw.nj,
-                             .host_pitch_bytes = 0,
-                             .buffer_pitch_bytes = tw.mi * wc};
-        if (beta_nonzero && c_in_direct) {
-            Copy2D shape = c_shape;
-            shape.host_pitch_bytes = c_in_mem.ld_elements * wc;
-            p.upload_2d_from(tw.cs, 0, c_in_mem.data + (tw.i0 + tw.j0 * c_in_mem.ld_elements) * wc, shape);
-        } else if (beta_nonzero) {
+        // A C part is an mi × cols column-major block of C.
+        for (const CPart& part : beta_nonzero ? c_parts(tw) : std::vector<CPart>{}) {
+            const std::uint64_t j0 = tw.j0 + part.j;
+            if (c_in_direct) {
+                const Copy2D shape{.width_bytes = tw.mi * wc,
+                                   .rows = part.cols,
+                                   .host_pitch_bytes = c_in_mem.ld_elements * wc,
+                                   .buffer_pitch_bytes = tw.mi * wc};
+                p.upload_2d_from(part.slot, 0, c_in_mem.data + (tw.i0 + j0 * c_in_mem.ld_elements) * wc,
+                                 shape);
+                continue;
+            }
             const io::MatrixSource* c_in = options.c_in;
-            p.upload(tw.cs, 0, tw.c_bytes, [c_in, tw](std::span<std::byte> s) {
-                c_in->read(tw.i0, tw.j0, tw.mi, tw.nj, s.data(), tw.mi);
-            });
+            p.upload(part.slot, 0, tw.mi * part.cols * wc,
+                     [c_in, tw, j0, cols = part.cols](std::span<std::byte> s) {
+                         c_in->read(tw.i0, j0, tw.mi, cols, s.data(), tw.mi);
+                     });
         }
         return tw;
     };
@@ -606,7 +521,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         args.lda = a_cut.ld(tw.mi, kn);
         args.b = p.view(bs).sub(0, b_bytes);
         args.ldb = b_cut.ld(tw.nj, kn);
-        args.c = p.view(tw.cs).sub(0, tw.c_bytes);
+        // args.c: set per C part below (a split slot is reachable only through its parts).
         args.ldc = tw.mi;
         args.alpha = options.alpha;
         // β scales C once, on the first chunk; later chunks accumulate.
@@ -617,12 +532,22 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         const auto lane = static_cast<unsigned>(tw.t % 2);
         const tile::SlotAccess c_access = overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs);
         if (a_pieces.empty()) {
-            p.compute(
-                {tile::reads(as), tile::reads(bs), c_access},
-                [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", lane);
+            for (const CPart& part : c_parts(tw)) {
+                GemmTileArgs half = args;
+                half.n = part.cols;
+                // Column j of the B chunk: k_rows, kn × nj (ld kn); else nj × kn (ld nj).
+                const std::uint64_t b_off = b_cut.k_rows ? part.j * kn * w : part.j * w;
+                half.b = p.view(bs).sub(b_off, b_bytes - b_off);
+                half.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
+                p.compute(
+                    {tile::reads(as), tile::reads(bs),
+                     overwrite ? tile::writes(part.slot) : tile::updates(part.slot)},
+                    [&kernels, half](Queue& q) { kernels.gemm(q, half); }, "gemm", part.lane);
+            }
             return;
         }
         const std::vector<tile::SlotId>& pieces = a_pieces[as.index];
+        args.c = p.view(tw.cs).sub(0, tw.c_bytes);
         if (!std::exchange(first_gemm, false)) {
             std::vector<tile::SlotAccess> accesses{tile::reads(bs), c_access};
             for (const tile::SlotId r : pieces) accesses.push_back(tile::reads(r));
@@ -647,18 +572,28 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         }
     };
     auto end_tile = [&](const TileWork& tw) {
-        if (c_direct) {
-            const Copy2D shape{.width_bytes = tw.mi * wc,
-                               .rows = tw.nj,
-                               .host_pitch_bytes = c_out.ld_elements * wc,
-                               .buffer_pitch_bytes = tw.mi * wc};
-            p.download_2d_to(tw.cs, 0, c_out.data + (tw.i0 + tw.j0 * c_out.ld_elements) * wc, shape,
-                             [&progress, t = tw.t] { progress.tile_done(t); });
-        } else {
-            p.download(tw.cs, 0, tw.c_bytes, [&c, &progress, tw](std::span<const std::byte> s) {
-                c.write(tw.i0, tw.j0, tw.mi, tw.nj, s.data(), tw.mi);
-                progress.tile_done(tw.t);
-            });
+        const std::vector<CPart> parts = c_parts(tw);
+        // The tile is written once its last part is (parts may land in any order).
+        auto left = std::make_shared<std::atomic<std::size_t>>(parts.size());
+        auto landed_part = [&progress, t = tw.t, left] {
+            if (left->fetch_sub(1) == 1) progress.tile_done(t);
+        };
+        for (const CPart& part : parts) {
+            const std::uint64_t j0 = tw.j0 + part.j;
+            if (c_direct) {
+                const Copy2D shape{.width_bytes = tw.mi * wc,
+                                   .rows = part.cols,
+                                   .host_pitch_bytes = c_out.ld_elements * wc,
+                                   .buffer_pitch_bytes = tw.mi * wc};
+                p.download_2d_to(part.slot, 0, c_out.data + (tw.i0 + j0 * c_out.ld_elements) * wc, shape,
+                                 landed_part);
+                continue;
+            }
+            p.download(part.slot, 0, tw.mi * part.cols * wc,
+                       [&c, tw, j0, cols = part.cols, landed_part](std::span<const std::byte> s) {
+                           c.write(tw.i0, j0, tw.mi, cols, s.data(), tw.mi);
+                           landed_part();
+                       });
         }
         if (claimed) p.record_downloads(*landed[downloads_issued++ % landed.size()]);
     };
@@ -750,6 +685,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.read_busy_seconds = stats.read_busy_seconds;
     r.write_busy_seconds = stats.write_busy_seconds;
     r.pipeline = stats;
+    r.c_tiles_split = split_c;
     return r;
 }
 

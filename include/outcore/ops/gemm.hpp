@@ -92,6 +92,10 @@ struct GemmOptions {
     /// Compute queues the tiles alternate over, 1 or 2 (0: DeviceInfo::compute_lanes).
     /// Each takes its own GEMM workspace out of the budget.
     std::uint32_t compute_lanes = 0;
+    /// With two lanes, a tile of several k chunks is computed as two column parts, one
+    /// per lane, so one lane's GEMM tail overlaps the other's work (src/ops/gemm.cpp,
+    /// CPart). False: the tile's chunks run on one lane, tiles alternate.
+    bool split_c_tiles = true;
     /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
     /// devices sharing one panel's tiles, each keeping the panel resident across its
     /// runs). Called on the calling thread before each run, once no more of the tiles
@@ -130,6 +134,10 @@ struct GemmReport {
     double read_busy_seconds = 0;    ///< packing tiles from the sources, all reader threads
     double write_busy_seconds = 0;   ///< writing C tiles to the sink
     tile::PipelineStats pipeline{};  ///< everything the pipeline measured
+    /// Whether C tiles were computed as two column parts on two lanes
+    /// (GemmOptions::split_c_tiles): then a tile of two or more columns makes two GEMM
+    /// calls per k chunk, and plan.kernel_calls counts one.
+    bool c_tiles_split = false;
 };
 
 /// The problem `gemm` would solve and the plan it would run, without running it (the

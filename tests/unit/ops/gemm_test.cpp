@@ -69,6 +69,7 @@ struct Case {
     double operand_fraction = 0.25;
     std::uint32_t depth = 2;
     std::uint32_t lanes = 0;                           // compute lanes (0: the device's)
+    bool split = true;                                 // GemmOptions::split_c_tiles
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
     /// Rates for the planner's time model (0: unknown, plans by bytes alone).
     double flops = 0, link_bytes_per_second = 0;
@@ -107,6 +108,7 @@ GemmOptions options_for(const Case& cs) {
     o.schedule = cs.schedule;
     o.pipeline_depth = cs.depth;
     o.compute_lanes = cs.lanes;
+    o.split_c_tiles = cs.split;
     o.tile_m = cs.tile_m;
     o.tile_n = cs.tile_n;
     o.tile_k = cs.tile_k;
@@ -174,7 +176,20 @@ GemmReport run_case(Device& device, const Case& cs, std::mt19937_64& rng) {
     EXPECT_GE(r.hidden_transfer_fraction, 0.0);
     EXPECT_LE(r.hidden_transfer_fraction, 1.0);
     EXPECT_GT(r.seconds, 0.0);
-    EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls);
+    // A split tile (two lanes, several k chunks) adds a GEMM per k chunk for its right
+    // part: the columns past half the tile's, rounded up to whole 4-byte words of B.
+    std::uint64_t calls = r.plan.kernel_calls;
+    if (r.c_tiles_split) {
+        const outcore::tile::TileGrid grid = r.plan.c_grid();
+        const std::uint64_t step = std::max<std::uint64_t>(1, 4 / outcore::dtype_bytes(cs.type));
+        for (std::uint64_t i = 0; i < grid.tile_rows(); ++i) {
+            for (std::uint64_t j = 0; j < grid.tile_cols(); ++j) {
+                const std::uint64_t cols = grid.tile(i, j).size.cols;
+                if (cols > ((cols + 1) / 2 + step - 1) / step * step) calls += r.plan.k_chunks();
+            }
+        }
+    }
+    EXPECT_EQ(r.pipeline.compute_count, calls);
     EXPECT_EQ(progress.size(), r.plan.c_grid().count());
     EXPECT_TRUE(std::is_sorted(progress.begin(), progress.end()));
     if (!progress.empty()) {
@@ -207,6 +222,36 @@ TEST(Gemm, EveryTransposeAndScheduleF32AndF64) {
                 cs.operand_fraction = 0.2;
                 (void)run_case(*device, cs, rng);
             }
+        }
+    }
+}
+
+// Two lanes and tiles of several k chunks: each C tile is two column parts (the right
+// one at an aligned offset in the slot), one per lane, sharing the A and B chunks;
+// ragged tiles (odd widths, a last tile one column wide), every transpose, β ≠ 0.
+// run_case checks the result and recounts the GEMM calls. One lane, one k chunk or
+// split_c_tiles = false: no split.
+TEST(Gemm, TwoLanesComputeEachTileAsTwoColumnParts) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (int t = 0; t < 4; ++t) {
+        for (GemmSchedule s : {GemmSchedule::SquareC, GemmSchedule::BPanelResident}) {
+            Case cs{.m = 70, .n = 67, .k = 150, .trans_a = (t & 1) != 0, .trans_b = (t & 2) != 0};
+            cs.beta = t % 2 == 0 ? 0.0 : -0.75;
+            cs.schedule = s;
+            cs.lanes = 2;
+            cs.tile_m = 32, cs.tile_n = 33, cs.tile_k = 40;  // n tiles 33, 33, 1; 4 k chunks
+            cs.budget_bytes = 64 << 20;
+            EXPECT_TRUE(run_case(*device, cs, rng).c_tiles_split);
+            Case unsplit = cs;
+            unsplit.split = false;
+            EXPECT_FALSE(run_case(*device, unsplit, rng).c_tiles_split);
+            Case one_lane = cs;
+            one_lane.lanes = 1;
+            EXPECT_FALSE(run_case(*device, one_lane, rng).c_tiles_split);
+            Case one_chunk = cs;
+            one_chunk.tile_k = 150;
+            EXPECT_FALSE(run_case(*device, one_chunk, rng).c_tiles_split);
         }
     }
 }

@@ -1,0 +1,165 @@
+// gemm_feed.hpp — how the out-of-core GEMM feeds its input operands to the device
+// (private to src/ops/gemm.cpp): OperandCut cuts an operand into k-chunks and uploads
+// one, PanelFeeder keeps a resident panel's chunks flowing through its ring of slots.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "outcore/device/queue.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/tile/gemm_plan.hpp"
+#include "outcore/tile/pipeline.hpp"
+
+namespace outcore::ops::detail {
+
+/// How one input operand is cut into k-chunks. "Outer" is the operand's C dimension:
+/// m for A, n for B. A chunk covers outer range [o0, o0 + on) and k range [k0, k0 + kn)
+/// and is packed in the operand's stored orientation, so the kernel transposes (or
+/// not) exactly as the caller asked and the host never transposes a stored block.
+struct OperandCut {
+    const io::MatrixSource* source = nullptr;
+    /// The stored (logical) matrix has k along its rows: A with trans_a, B without trans_b.
+    bool k_rows = false;
+    /// Element bytes.
+    std::uint64_t w = 0;
+    /// Device-readable memory: chunks go up with one 2-D copy, no packing.
+    std::optional<io::DirectMatrix> direct = std::nullopt;
+
+    /// Leading dimension of a packed chunk, in elements.
+    [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
+        return k_rows ? kn : on;
+    }
+    void read(std::uint64_t o0, std::uint64_t k0, std::uint64_t on, std::uint64_t kn, std::byte* dst) const {
+        if (k_rows) {
+            source->read(k0, o0, kn, on, dst, kn);
+        } else {
+            source->read(o0, k0, on, kn, dst, on);
+        }
+    }
+    /// Uploads the chunk into `slot`, packed (through a staging buffer) or, for a
+    /// direct source, straight from its memory.
+    void upload(tile::Pipeline& p, tile::SlotId slot, std::uint64_t o0, std::uint64_t k0, std::uint64_t on,
+                std::uint64_t kn) const {
+        if (direct) {
+            // The chunk in stored orientation is an nr × nc column-major block.
+            const std::uint64_t r0 = k_rows ? k0 : o0;
+            const std::uint64_t c0 = k_rows ? o0 : k0;
+            const std::uint64_t nr = k_rows ? kn : on;
+            const std::uint64_t nc = k_rows ? on : kn;
+            p.upload_2d_from(slot, 0, direct->data + (r0 + c0 * direct->ld_elements) * w,
+                             Copy2D{.width_bytes = nr * w,
+                                    .rows = nc,
+                                    .host_pitch_bytes = direct->ld_elements * w,
+                                    .buffer_pitch_bytes = nr * w});
+            return;
+        }
+        const OperandCut cut = *this;
+        p.upload(slot, 0, on * kn * w,
+                 [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
+    }
+};
+
+/// Feeds a resident panel through its ring of chunk slots (GemmPlan::a_slots /
+/// b_slots = k_chunks + prefetch_chunks): chunk c of panel r lives in slot
+/// (r·K + c) mod S. The current panel's chunks are uploaded as its first tile needs
+/// them; the next panel's first prefetch_chunks chunks go into the spare slots
+/// during the current panel's middle tiles, and the rest follow the last tile, each
+/// as soon as the chunk that held its slot has had its last use.
+class PanelFeeder {
+public:
+    PanelFeeder(tile::Pipeline& p, const std::vector<tile::SlotId>& ring, const OperandCut& cut,
+                const tile::GemmPlan& plan, std::uint64_t k)
+        : p_(p),
+          ring_(ring),
+          cut_(cut),
+          tile_k_(plan.tile_k),
+          k_(k),
+          k_chunks_(plan.k_chunks()),
+          prefetch_(plan.prefetch_chunks) {}
+
+    /// Begins panel `panel_` + 1 (or the first): its outer range, and the next one's
+    /// (next_count 0 when there is none).
+    void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
+        if (started_) ++panel_;
+        started_ = true;
+        o0_ = o0;
+        on_ = on;
+        next_o0_ = next_o0;
+        next_on_ = next_on;
+        declared_ = declared_next_;
+        declared_next_ = 0;
+    }
+
+    /// The slot holding chunk `kc` of the current panel, uploading it (and any
+    /// earlier chunk not yet up) first.
+    tile::SlotId current(std::uint64_t kc) {
+        while (declared_ <= kc) {
+            upload(panel_, declared_, o0_, on_);
+            ++declared_;
+        }
+        return slot(panel_, kc);
+    }
+
+    /// Uploads every chunk in `pieces` k-pieces of `piece_k` (the regions made for each
+    /// ring slot, indexed by the slot's index; see kFirstChunkPieces).
+    void split(const std::vector<std::vector<tile::SlotId>>* pieces, std::uint64_t piece_k) {
+        pieces_ = pieces;
+        piece_k_ = piece_k;
+    }
+
+    /// Called at step `kc` of a non-first tile of the current panel (after its
+    /// streamed upload): one spare-slot chunk of the next panel per step, and on
+    /// the last tile every chunk whose slot step kc−1 released.
+    void prefetch(bool last_tile, std::uint64_t kc) {
+        if (next_on_ == 0) return;
+        if (last_tile) {
+            // Chunk c's slot was last used by chunk c − P of this panel: free once
+            // step c − P has been issued, i.e. c − P ≤ kc − 1.
+            while (declared_next_ < k_chunks_ && declared_next_ + 1 <= kc + prefetch_) {
+                upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+                ++declared_next_;
+            }
+        } else if (declared_next_ < prefetch_) {
+            upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+            ++declared_next_;
+        }
+    }
+
+private:
+    [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t kc) const {
+        return ring_[(panel * k_chunks_ + kc) % ring_.size()];
+    }
+    void upload(std::uint64_t panel, std::uint64_t kc, std::uint64_t o0, std::uint64_t on) {
+        const std::uint64_t k0 = kc * tile_k_;
+        const std::uint64_t kn = std::min(tile_k_, k_ - k0);
+        const tile::SlotId s = slot(panel, kc);
+        if (pieces_ == nullptr || (*pieces_)[s.index].empty()) {
+            cut_.upload(p_, s, o0, k0, on, kn);
+            return;
+        }
+        // A k-piece of an on × kn column-major chunk is its columns [r·piece_k, ...):
+        // one contiguous region each.
+        const std::vector<tile::SlotId>& regions = (*pieces_)[s.index];
+        for (std::uint64_t r = 0; r < regions.size() && r * piece_k_ < kn; ++r) {
+            cut_.upload(p_, regions[r], o0, k0 + r * piece_k_, on, std::min(piece_k_, kn - r * piece_k_));
+        }
+    }
+
+    tile::Pipeline& p_;
+    const std::vector<tile::SlotId>& ring_;
+    OperandCut cut_;
+    std::uint64_t tile_k_, k_, k_chunks_, prefetch_;
+    std::uint64_t panel_ = 0;
+    bool started_ = false;
+    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
+    std::uint64_t declared_ = 0;       // chunks of the current panel uploaded
+    std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
+    const std::vector<std::vector<tile::SlotId>>* pieces_ = nullptr;
+    std::uint64_t piece_k_ = 0;
+};
+
+}  // namespace outcore::ops::detail
