@@ -420,6 +420,13 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         tile::SlotId cs;
         bool has_next_panel;
     };
+    // A C part is an mi × cols column-major block of C, packed (ld mi) in its slot.
+    auto c_part_shape = [wc](const io::DirectMatrix& mat, std::uint64_t mi, std::uint64_t cols) {
+        return Copy2D{.width_bytes = mi * wc,
+                      .rows = cols,
+                      .host_pitch_bytes = mat.ld_elements * wc,
+                      .buffer_pitch_bytes = mi * wc};
+    };
     // The tile's C parts: the whole slot on the tile's lane (consecutive tiles
     // alternate), or two column parts on lanes 0 and 1.
     auto c_parts = [&](const TileWork& tw) {
@@ -457,16 +464,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 tw.has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
             panel.start(o0, on, n0, nn);
         }
-        // A C part is an mi × cols column-major block of C.
         for (const CPart& part : beta_nonzero ? c_parts(tw) : std::vector<CPart>{}) {
             const std::uint64_t j0 = tw.j0 + part.j;
             if (c_in_direct) {
-                const Copy2D shape{.width_bytes = tw.mi * wc,
-                                   .rows = part.cols,
-                                   .host_pitch_bytes = c_in_mem.ld_elements * wc,
-                                   .buffer_pitch_bytes = tw.mi * wc};
                 p.upload_2d_from(part.slot, 0, c_in_mem.data + (tw.i0 + j0 * c_in_mem.ld_elements) * wc,
-                                 shape);
+                                 c_part_shape(c_in_mem, tw.mi, part.cols));
                 continue;
             }
             const io::MatrixSource* c_in = options.c_in;
@@ -581,12 +583,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         for (const CPart& part : parts) {
             const std::uint64_t j0 = tw.j0 + part.j;
             if (c_direct) {
-                const Copy2D shape{.width_bytes = tw.mi * wc,
-                                   .rows = part.cols,
-                                   .host_pitch_bytes = c_out.ld_elements * wc,
-                                   .buffer_pitch_bytes = tw.mi * wc};
-                p.download_2d_to(part.slot, 0, c_out.data + (tw.i0 + j0 * c_out.ld_elements) * wc, shape,
-                                 landed_part);
+                p.download_2d_to(part.slot, 0, c_out.data + (tw.i0 + j0 * c_out.ld_elements) * wc,
+                                 c_part_shape(c_out, tw.mi, part.cols), landed_part);
                 continue;
             }
             p.download(part.slot, 0, tw.mi * part.cols * wc,
