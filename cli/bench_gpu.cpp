@@ -58,9 +58,9 @@ struct BenchFlags {
     bool skip_xt = false;
     bool skip_xt_default = false;
     bool skip_blur = false;
-    bool no_split_c = false;  // --no-split-c
-    bool skip_gemm = false;   // the standard out-of-core GEMM cases (--explore ones still run)
-    std::string blur_size;    // default: n
+    bool split_c = false;    // --split-c
+    bool skip_gemm = false;  // the standard out-of-core GEMM cases (--explore ones still run)
+    std::string blur_size;   // default: n
     bool force = false;
     std::vector<std::string> explore;  // TYPE:SCHEDULE:MxNxK
     std::string trace_dir;             // --trace-dir: each GEMM case's busy run traced here
@@ -333,7 +333,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .measure_busy = false,
                            .staging_cache = &staging,
                            .device_cache = &slots,
-                           .split_c_tiles = !f.no_split_c};
+                           .split_c_tiles = f.split_c};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, mc, o);
@@ -626,8 +626,9 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");
-    gpu->add_flag("--no-split-c", f->no_split_c,
-                  "Compute each C tile on one lane (GemmOptions::split_c_tiles = false)");
+    gpu->add_flag("--split-c", f->split_c,
+                  "Compute C tiles of several k chunks as two column parts on the two lanes "
+                  "(GemmOptions::split_c_tiles)");
     gpu->add_flag("--skip-gemm", f->skip_gemm,
                   "Skip the standard out-of-core GEMM cases and the trace overhead (--explore cases run)");
     gpu->add_option("--trace-dir", f->trace_dir,

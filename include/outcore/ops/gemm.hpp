@@ -92,10 +92,12 @@ struct GemmOptions {
     /// Compute queues the tiles alternate over, 1 or 2 (0: DeviceInfo::compute_lanes).
     /// Each takes its own GEMM workspace out of the budget.
     std::uint32_t compute_lanes = 0;
-    /// With two lanes, a tile of several k chunks is computed as two column parts, one
-    /// per lane, so one lane's GEMM tail overlaps the other's work (src/ops/gemm.cpp,
-    /// CPart). False: the tile's chunks run on one lane, tiles alternate.
-    bool split_c_tiles = true;
+    /// With two lanes, compute a tile of several k chunks as two column parts, one per
+    /// lane, so one lane's GEMM tail can overlap the other's work (src/ops/gemm.cpp,
+    /// CPart). Off by default: on the H200's Vulkan driver it made the square-C plan
+    /// 15 % slower (BENCHMARKS.md, "Ninth run"). Off: a tile's chunks run on one
+    /// lane, consecutive tiles alternate.
+    bool split_c_tiles = false;
     /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
     /// devices sharing one panel's tiles, each keeping the panel resident across its
     /// runs). Called on the calling thread before each run, once no more of the tiles

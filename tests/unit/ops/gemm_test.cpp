@@ -69,7 +69,7 @@ struct Case {
     double operand_fraction = 0.25;
     std::uint32_t depth = 2;
     std::uint32_t lanes = 0;                           // compute lanes (0: the device's)
-    bool split = true;                                 // GemmOptions::split_c_tiles
+    bool split = false;                                // GemmOptions::split_c_tiles
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
     /// Rates for the planner's time model (0: unknown, plans by bytes alone).
     double flops = 0, link_bytes_per_second = 0;
@@ -219,6 +219,7 @@ TEST(Gemm, EveryTransposeAndScheduleF32AndF64) {
                 cs.schedule = s;
                 cs.depth = 2 + static_cast<std::uint32_t>(rng() % 2);
                 cs.lanes = 1 + static_cast<std::uint32_t>(t % 2);  // two compute queues half the time
+                cs.split = rng() % 2 == 0;                         // with two: C tiles split or not
                 cs.operand_fraction = 0.2;
                 (void)run_case(*device, cs, rng);
             }
@@ -226,11 +227,9 @@ TEST(Gemm, EveryTransposeAndScheduleF32AndF64) {
     }
 }
 
-// Two lanes and tiles of several k chunks: each C tile is two column parts (the right
-// one at an aligned offset in the slot), one per lane, sharing the A and B chunks;
-// ragged tiles (odd widths, a last tile one column wide), every transpose, β ≠ 0.
-// run_case checks the result and recounts the GEMM calls. One lane, one k chunk or
-// split_c_tiles = false: no split.
+// split_c_tiles with two lanes and several k chunks: each C tile is two column parts
+// (ragged: odd widths, a last tile one column wide), every transpose, β ≠ 0; run_case
+// checks results and GEMM calls. Unsplit with it off, one lane or one k chunk.
 TEST(Gemm, TwoLanesComputeEachTileAsTwoColumnParts) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
@@ -240,6 +239,7 @@ TEST(Gemm, TwoLanesComputeEachTileAsTwoColumnParts) {
             cs.beta = t % 2 == 0 ? 0.0 : -0.75;
             cs.schedule = s;
             cs.lanes = 2;
+            cs.split = true;
             cs.tile_m = 32, cs.tile_n = 33, cs.tile_k = 40;  // n tiles 33, 33, 1; 4 k chunks
             cs.budget_bytes = 64 << 20;
             EXPECT_TRUE(run_case(*device, cs, rng).c_tiles_split);

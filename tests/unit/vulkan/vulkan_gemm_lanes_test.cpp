@@ -80,6 +80,7 @@ TEST(VulkanGemmLanes, TwoLanesSplitEachTileIntoColumnParts) {
             o.tile_m = 64, o.tile_n = 35, o.tile_k = 64;  // tiles 35 wide (odd), 4 k chunks
             o.measure_rates = false;
             o.compute_lanes = 2;
+            o.split_c_tiles = true;
             const outcore::ops::GemmReport r = outcore::ops::gemm(*dev, ha, hb, hc, o);
             EXPECT_TRUE(r.c_tiles_split);
             std::vector<float> got(m * n);
