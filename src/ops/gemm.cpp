@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -70,18 +71,14 @@ private:
 /// and every panel has the same rows (the regions are cut for them).
 constexpr std::uint64_t kFirstChunkPieces = 4;
 
-/// With two compute lanes, a C tile's k chunks accumulate into one C in order, so they
-/// all run on one lane and each GEMM's last partial wave of workgroups leaves the
-/// device part idle before the next (on the H200's Vulkan driver the square-C plan's
-/// 16384×2816×1536 calls ran at 37.5 TFLOP/s against 39.3 in-core). Such tiles are
-/// therefore computed as two column parts, each its own region of the C slot with its
-/// own GEMMs on its own lane (GemmOptions::split_c_tiles): the parts share the A and B
-/// chunks, and one lane's tail overlaps the other lane's work. The right part starts
-/// at the device's offset alignment within the slot; where that does not fit the
-/// slot, the tile is not split.
-
 /// One column part of a C tile: its slot (a region when split), its first column
-/// within the tile, its width and its lane.
+/// within the tile, its width and its lane. With GemmOptions::split_c_tiles (off by
+/// default) and two compute lanes, a tile of several k chunks is two such parts, each
+/// its own region of the C slot (the right one at the device's offset alignment; no
+/// split where that does not fit) with its own GEMMs on its own lane, sharing the A
+/// and B chunks, so one lane's last partial wave could overlap the other's work. On
+/// the H200's Vulkan driver it made the square-C plan slower (0.661 against 0.774 of
+/// in-core, BENCHMARKS.md "Ninth run"), hence off; otherwise a tile is one part.
 struct CPart {
     tile::SlotId slot;
     std::uint64_t j = 0;
