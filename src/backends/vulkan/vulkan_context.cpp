@@ -355,9 +355,23 @@ Context::Context(std::uint32_t index) {
     }
     physical_ = devices[index];
     info_ = describe(physical_, index);
-    VkPhysicalDeviceProperties props{};
-    vkGetPhysicalDeviceProperties(physical_, &props);
+    VkPhysicalDeviceDriverProperties driver{.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+                                            .pNext = nullptr,
+                                            .driverID = {},
+                                            .driverName = {},
+                                            .driverInfo = {},
+                                            .conformanceVersion = {}};
+    VkPhysicalDeviceProperties2 props2{
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &driver, .properties = {}};
+    vkGetPhysicalDeviceProperties2(physical_, &props2);
+    const VkPhysicalDeviceProperties& props = props2.properties;
     limits_ = props.limits;
+    // Mesa's lavapipe (22.3, Debian 12) signals a submission's fence before it is done
+    // with the timeline semaphores the submission signals and waits on: a semaphore
+    // destroyed as soon as every fence has signaled is still being touched by its queue
+    // thread (ThreadSanitizer: cnd_broadcast racing vkDestroySemaphore's cnd_destroy; a
+    // test hung once on the freed mutex). destroy_semaphore() settles the queues first.
+    settle_before_destroy_ = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
     for (int k = 0; k < kMemoryKindCount; ++k) {
         memory_types_[k] = pick_type(memory_, static_cast<MemoryKind>(k));
@@ -478,6 +492,20 @@ Context::Context(std::uint32_t index) {
         throw BackendError(kComponent, "vkCmdPushDescriptorSetKHR is missing", 0,
                            "VK_ERROR_EXTENSION_NOT_PRESENT");
     }
+}
+
+void Context::destroy_semaphore(VkSemaphore semaphore) noexcept {
+    if (semaphore == VK_NULL_HANDLE) return;
+    if (settle_before_destroy_) {
+        // A queue thread handles submissions in order: once an empty one submitted
+        // after them has completed (vkQueueWaitIdle), it has finished every earlier one.
+        for (SharedQueue* q : {&compute_, &compute2_, &transfer_, &download_}) {
+            if (q->queue == VK_NULL_HANDLE) continue;
+            std::lock_guard lock(q->mutex);
+            (void)vkQueueWaitIdle(q->queue);  // a lost device: nothing runs any more
+        }
+    }
+    vkDestroySemaphore(device_, semaphore, nullptr);
 }
 
 Context::~Context() {

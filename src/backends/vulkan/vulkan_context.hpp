@@ -109,6 +109,11 @@ public:
     /// Reads the counter and the host clock together; only with device_timestamps().
     /// Throws BackendError.
     [[nodiscard]] Calibration calibrate() const;
+    /// Destroys a semaphore that no pending submission refers to any more (every fence
+    /// of the submissions that signal or wait on it has signaled). On lavapipe it first
+    /// waits for every queue to go idle: that driver still touches the semaphore after
+    /// signaling those fences (vulkan_context.cpp).
+    void destroy_semaphore(VkSemaphore semaphore) noexcept;
 
 private:
     Instance instance_;
@@ -127,6 +132,7 @@ private:
     bool has_compute2_ = false;
     bool small_storage_ = false;
     bool float64_ = false;
+    bool settle_before_destroy_ = false;  ///< lavapipe: destroy_semaphore waits for idle queues
     PFN_vkCmdPushDescriptorSetKHR push_descriptor_ = nullptr;
     PFN_vkGetCalibratedTimestampsEXT calibrate_ = nullptr;
 };

@@ -85,9 +85,8 @@ VulkanQueue::VulkanQueue(VulkanDevice& device, QueueRole role)
         const VkSemaphoreCreateInfo sem{
             .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type, .flags = 0};
         OUTCORE_VK_CHECK(vkCreateSemaphore(cx.device(), &sem, nullptr, &timeline_));
-        const VkDevice dev = cx.device();
         timeline_owner_ = std::shared_ptr<void>(
-            timeline_, [dev](void* t) { vkDestroySemaphore(dev, static_cast<VkSemaphore>(t), nullptr); });
+            timeline_, [&cx](void* t) { cx.destroy_semaphore(static_cast<VkSemaphore>(t)); });
         watcher_ = std::thread([this] { watch(); });
         start();
         // This device's queues report their claimed commands with device times while a
