@@ -271,44 +271,25 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
     // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK — the standard case of that type (its budget) with
     // forced tiles, reported as a line only: for tuning the planner on a real device.
     for (const std::string& e : f.explore) {
-        std::vector<std::string> part;
-        for (std::size_t at = 0;;) {
-            const std::size_t colon = e.find(':', at);
-            part.push_back(e.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
-            if (colon == std::string::npos) break;
-            at = colon + 1;
-        }
-        std::uint64_t t[3] = {0, 0, 0};
-        unsigned group = 1;
-        int used = 0, used_group = 0;
-        if (part.size() < 3 || part.size() > 4 ||
-            std::sscanf(part[2].c_str(), "%lux%lux%lu%n", &t[0], &t[1], &t[2], &used) != 3 ||
-            static_cast<std::size_t>(used) != part[2].size() ||
-            (part.size() == 4 && (part[3].find('-') != std::string::npos ||
-                                  std::sscanf(part[3].c_str(), "g%u%n", &group, &used_group) != 1 ||
-                                  static_cast<std::size_t>(used_group) != part[3].size() || group == 0))) {
+        const std::size_t colon = e.find(':');
+        if (colon == std::string::npos)
             throw UsageError("bench",
                              fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP]", e));
-        }
+        const ForcedTiles forced = parse_forced_tiles(e.substr(colon + 1), e);
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
-        const std::size_t at_sign = part[0].find('@');
-        const std::string wanted = at_sign == std::string::npos ? part[0] + ","
-                                                                : part[0].substr(0, at_sign) + ", budget " +
-                                                                      part[0].substr(at_sign + 1);
+        const std::string type = e.substr(0, colon);
+        const std::size_t at_sign = type.find('@');
+        const std::string wanted = at_sign == std::string::npos
+                                       ? type + ","
+                                       : type.substr(0, at_sign) + ", budget " + type.substr(at_sign + 1);
         const auto base = std::find_if(cases.begin(), cases.end(), [&](const OocCase& known_case) {
             return std::string_view(known_case.name).starts_with(wanted);
         });
         if (base == cases.end())
             throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32 or bf16", e));
         OocCase x = *base;
-        bool known = false;
-        for (tile::GemmSchedule sch : {tile::GemmSchedule::SquareC, tile::GemmSchedule::APanelResident,
-                                       tile::GemmSchedule::BPanelResident}) {
-            if (tile::to_string(sch) == part[1]) x.schedule = sch, known = true;
-        }
-        if (!known)
-            throw UsageError("bench", fmt::format("--explore '{}': schedule square-c, a-panel, b-panel", e));
-        x.tile_m = t[0], x.tile_n = t[1], x.tile_k = t[2], x.group = group;
+        x.schedule = forced.schedule;
+        x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
         cases.push_back(x);
     }
     if (f.skip_gemm) {

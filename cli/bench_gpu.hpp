@@ -18,6 +18,7 @@
 #include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
 #include "outcore/device/kernels.hpp"
+#include "outcore/tile/gemm_plan.hpp"
 
 namespace outcore::cli::gpu_bench {
 
@@ -82,6 +83,16 @@ void drop_page_cache(const std::string& path) noexcept;
 /// Runs `run` with a trace recorded to `path` (its directory made first); runs it
 /// untraced when `path` is empty or a trace is already being recorded (OUTCORE_TRACE).
 void run_traced(const std::string& path, const std::function<void()>& run);
+
+/// Tiles forced by an --explore option: "SCHEDULE:MxNxK" or "SCHEDULE:MxNxK:gGROUP"
+/// (schedule square-c, a-panel or b-panel).
+struct ForcedTiles {
+    tile::GemmSchedule schedule = tile::GemmSchedule::SquareC;
+    std::uint64_t m = 0, n = 0, k = 0;
+    std::uint32_t group = 1;
+};
+/// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.
+[[nodiscard]] ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option);
 
 /// Writes a column-major n × n float32 matrix as a Fortran-order .npy file.
 void write_npy_f32(const std::string& path, const float* data, std::uint64_t n);

@@ -206,6 +206,37 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
     return worst;
 }
 
+ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
+    const auto bad = [&] {
+        return UsageError("bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP] "
+                                               "(schedule square-c, a-panel or b-panel)",
+                                               option));
+    };
+    const std::size_t colon = text.find(':');
+    if (colon == std::string::npos) throw bad();
+    ForcedTiles f;
+    bool known = false;
+    for (const tile::GemmSchedule s : {tile::GemmSchedule::SquareC, tile::GemmSchedule::APanelResident,
+                                       tile::GemmSchedule::BPanelResident}) {
+        if (tile::to_string(s) == text.substr(0, colon)) f.schedule = s, known = true;
+    }
+    const std::string rest = text.substr(colon + 1);
+    unsigned long m = 0, n = 0, k = 0;  // NOLINT(google-runtime-int): sscanf's %lu
+    unsigned group = 1;
+    int used = 0;
+    const int got = std::sscanf(rest.c_str(), "%lux%lux%lu%n", &m, &n, &k, &used);
+    if (!known || got != 3 || rest.find('-') != std::string::npos || m == 0 || n == 0 || k == 0) throw bad();
+    const std::string tail = rest.substr(static_cast<std::size_t>(used));
+    if (!tail.empty()) {
+        int used_group = 0;
+        if (std::sscanf(tail.c_str(), ":g%u%n", &group, &used_group) != 1 ||
+            static_cast<std::size_t>(used_group) != tail.size() || group == 0)
+            throw bad();
+    }
+    f.m = m, f.n = n, f.k = k, f.group = group;
+    return f;
+}
+
 void run_traced(const std::string& path, const std::function<void()>& run) {
     if (path.empty() || monitor::tracing()) {
         run();

@@ -8,7 +8,8 @@
 //    opened per blocking), operands resident, against in-core cuBLAS SGEMM at the same
 //    size when this outcore has the CUDA backend and the machine a CUDA device.
 // 2. Out-of-core float32 GEMM (A, B, C in host memory, budget a quarter of the
-//    operands) with the fastest blocking, against that blocking's in-core time.
+//    operands) with the fastest blocking, against that blocking's in-core time; with
+//    --explore, also with forced tiles (one line each, traced beside --trace).
 // Every result is checked against a float64 reference on sampled entries.
 #include <fmt/format.h>
 
@@ -50,6 +51,7 @@ struct VulkanBenchFlags {
     bool force = false;
     bool skip_cuda = false;
     bool skip_copies = false;
+    std::vector<std::string> explore;  // SCHEDULE:MxNxK[:gG]: out-of-core with forced tiles
 };
 
 #ifdef OUTCORE_CLI_WITH_VULKAN
@@ -91,6 +93,18 @@ std::uint32_t vulkan_index(const GlobalOptions& globals) {
     return static_cast<std::uint32_t>(parse_count("--backend", selector.substr(7)));
 }
 
+/// The trace of an --explore run: beside `trace` ("vk.trace.json" →
+/// "vk.square-c-16384x4096x1024.trace.json").
+std::string explore_trace_path(const std::string& trace, const std::string& explore) {
+    std::string tag = explore;
+    for (char& ch : tag)
+        if (ch == ':') ch = '-';
+    const std::size_t slash = trace.find_last_of('/');
+    const std::size_t dot = trace.find('.', slash == std::string::npos ? 0 : slash + 1);
+    if (dot == std::string::npos) return trace + "." + tag;
+    return trace.substr(0, dot) + "." + tag + trace.substr(dot);
+}
+
 struct Row {
     std::string what, outcore, baseline;
     double ratio = 0;
@@ -109,6 +123,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
     std::vector<vulkan::GemmTile> tiles;
     for (const std::string& t : f.tiles) tiles.push_back(parse_tile(t));
     if (tiles.empty()) throw UsageError("bench", "--tiles names no blocking");
+    std::vector<ForcedTiles> explore;  // parsed before anything runs
+    for (const std::string& e : f.explore) explore.push_back(parse_forced_tiles(e, e));
     JsonDestination json(f.json, f.force);
     const int reps = std::max(1, f.reps);
     const int warmup = std::max(0, f.warmup);
@@ -285,6 +301,33 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             say(fmt::format("out-of-core, same plan, C tiles split over the two lanes: {} ({} of in-core)",
                             tflops(flops, ts.median()), format_percent(best_s / ts.median())));
         }
+        nlohmann::json explored = nlohmann::json::array();
+        for (std::size_t i = 0; i < explore.size(); ++i) {
+            const std::string& e = f.explore[i];
+            const ForcedTiles& forced = explore[i];
+            ops::GemmOptions x = o;
+            x.schedule = forced.schedule;
+            x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
+            tile::GemmPlan xp;
+            try {
+                xp = ops::plan_gemm(*dev, ma, mb, mc, x);
+            } catch (const UsageError& err) {
+                say(fmt::format("explore {}: {}", e, err.what()));
+                continue;
+            }
+            const Timing tx = time_reps(1, reps, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
+            std::string traced;
+            if (!f.trace.empty()) {
+                traced = explore_trace_path(f.trace, e);
+                run_traced(traced, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
+            }
+            explored.push_back(
+                {{"explore", e}, {"timing", tx.to_json()}, {"of_in_core", best_s / tx.median()}});
+            say(fmt::format("explore {}: {} ({} of in-core){}", e, tflops(flops, tx.median()),
+                            format_percent(best_s / tx.median()),
+                            traced.empty() ? "" : ", traced to " + traced));
+        }
+        if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;
         last = ops::execute_gemm(*dev, plan, ma, mb, mc, o);
         const double err = error_of(pc.floats(), 11);
@@ -363,6 +406,10 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
                    "device has calibrated timestamps; docs/tracing.md)")
         ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
+    vk->add_option("--explore", f->explore,
+                   "Also time the out-of-core GEMM with forced tiles, SCHEDULE:MxNxK[:gGROUP] (schedule "
+                   "square-c, a-panel or b-panel; repeatable); traced beside --trace")
+        ->type_name("PLAN");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }
 
