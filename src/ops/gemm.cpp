@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -325,7 +326,14 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         for (std::uint32_t i = 0; i <= plan.c_slots; ++i) landed.push_back(device.create_event());
     }
     std::uint64_t downloads_issued = 0;
-    tile::Pipeline p(device, po);
+    std::optional<tile::Pipeline> pipeline;  // torn down before returning, timed
+    tile::Pipeline& p = pipeline.emplace(device, po);
+    const auto ms_since_start = [&start] {
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    };
+    // Host time around the device work (OUTCORE_LOG=debug): what a trace of device
+    // operations cannot show.
+    log::debug(kComponent, "pipeline ready {:.2f} ms into the call", ms_since_start());
     std::vector<tile::SlotId> a_ring;
     std::vector<tile::SlotId> b_ring;
     std::vector<tile::SlotId> c_ring;
@@ -658,7 +666,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     } else {
         run_tiles(0, grid.count(), group);
     }
+    log::debug(kComponent, "every operation issued {:.2f} ms into the call", ms_since_start());
     const tile::PipelineStats stats = p.finish();
+    log::debug(kComponent, "finished {:.2f} ms into the call", ms_since_start());
     // finish() rethrows what the event reported; should the queue not have kept it,
     // the run still must not pass for complete.
     if (device_failure) std::rethrow_exception(device_failure);
@@ -681,6 +691,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.write_busy_seconds = stats.write_busy_seconds;
     r.pipeline = stats;
     r.c_tiles_split = split_c;
+    pipeline.reset();  // joins its threads, destroys its queues, returns its slots
+    log::debug(kComponent, "pipeline torn down {:.2f} ms into the call", ms_since_start());
     return r;
 }
 
