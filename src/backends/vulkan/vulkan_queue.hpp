@@ -87,7 +87,10 @@ public:
 private:
     struct Batch {
         VkCommandBuffer commands = VK_NULL_HANDLE;
-        VkFence fence = VK_NULL_HANDLE;
+        /// The timeline value its submit signals (0 until submitted): it has run once
+        /// the queue's semaphore reaches it. No fences: on NVIDIA's driver each
+        /// vkCreateFence/vkDestroyFence took ~0.3 ms, ~27 ms a pipeline (docs/backends.md).
+        std::uint64_t value = 0;
         std::vector<std::shared_ptr<void>> keep;
         /// Records of other queues this batch waited for on the device: reached once
         /// the batch has finished, so recycling it completes them.
@@ -161,7 +164,6 @@ private:
     std::uint64_t staged_bytes_ = 0;  ///< staging memory the current batch holds
     std::deque<Batch> in_flight_;
     std::vector<VkCommandBuffer> free_commands_;
-    std::vector<VkFence> free_fences_;
     /// Waits for the next submit, with the records they stand for.
     std::vector<std::pair<detail::DevicePoint, std::shared_ptr<detail::HostSignal>>> waits_;
     std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
