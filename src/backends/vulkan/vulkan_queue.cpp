@@ -357,22 +357,15 @@ bool VulkanQueue::wait_on_device(const std::shared_ptr<detail::HostSignal>& sign
 }
 
 void VulkanQueue::watch() noexcept {
-    const VkDevice dev = device_->context().device();
     std::unique_lock lock(watch_mutex_);
     for (;;) {
         watch_cv_.wait(lock, [this] { return watch_stop_ || !watched_.empty(); });
         if (watched_.empty()) return;  // stopping, and every record is complete
         const auto [value, signal] = watched_.front();
         lock.unlock();
-        const VkSemaphoreWaitInfo info{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                       .pNext = nullptr,
-                                       .flags = 0,
-                                       .semaphoreCount = 1,
-                                       .pSemaphores = &timeline_,
-                                       .pValues = &value};
         std::exception_ptr failure;
         try {
-            check(vkWaitSemaphores(dev, &info, UINT64_MAX), "vkWaitSemaphores");
+            wait_for_timeline(value);
         } catch (...) {
             failure = std::current_exception();  // a lost device: the record carries it
         }
@@ -381,6 +374,16 @@ void VulkanQueue::watch() noexcept {
         watched_.pop_front();
         if (watched_.empty()) watch_cv_.notify_all();  // drain() waits for this
     }
+}
+
+void VulkanQueue::wait_for_timeline(std::uint64_t value) const {
+    const VkSemaphoreWaitInfo info{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                                   .pNext = nullptr,
+                                   .flags = 0,
+                                   .semaphoreCount = 1,
+                                   .pSemaphores = &timeline_,
+                                   .pValues = &value};
+    check(vkWaitSemaphores(device_->context().device(), &info, UINT64_MAX), "vkWaitSemaphores");
 }
 
 void VulkanQueue::stop_watcher() noexcept {
@@ -397,14 +400,7 @@ void VulkanQueue::drain() {
     if (!in_flight_.empty()) {
         // The timeline reaches a batch's value once it has run (every submit signals
         // the next value): one wait covers every batch in flight.
-        const std::uint64_t last = in_flight_.back().value;
-        const VkSemaphoreWaitInfo info{.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
-                                       .pNext = nullptr,
-                                       .flags = 0,
-                                       .semaphoreCount = 1,
-                                       .pSemaphores = &timeline_,
-                                       .pValues = &last};
-        check(vkWaitSemaphores(device_->context().device(), &info, UINT64_MAX), "vkWaitSemaphores");
+        wait_for_timeline(in_flight_.back().value);
         for (Batch& b : in_flight_) recycle(b);
         in_flight_.clear();
     }

@@ -109,6 +109,8 @@ private:
     /// reaches their values.
     void watch() noexcept;
     void stop_watcher() noexcept;
+    /// Blocks until this queue's timeline semaphore reaches `value`; BackendError.
+    void wait_for_timeline(std::uint64_t value) const;
 
     void recycle(Batch& batch);
     /// Enqueues `shape` through staging in bands of at most 32 MiB, each packed (or
