@@ -89,7 +89,7 @@ private:
         VkCommandBuffer commands = VK_NULL_HANDLE;
         /// The timeline value its submit signals (0 until submitted): it has run once
         /// the queue's semaphore reaches it. No fences: on NVIDIA's driver each
-        /// vkCreateFence/vkDestroyFence took ~0.3 ms, ~27 ms a pipeline (docs/backends.md).
+        /// vkDestroyFence took 0.3-0.45 ms, 27-53 ms a pipeline (docs/backends.md).
         std::uint64_t value = 0;
         std::vector<std::shared_ptr<void>> keep;
         /// Records of other queues this batch waited for on the device: reached once
