@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -209,7 +210,8 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
 ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
     const auto bad = [&] {
         return UsageError("bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP] "
-                                               "(schedule square-c, a-panel or b-panel)",
+                                               "(schedule square-c, a-panel or b-panel; sizes and group "
+                                               "positive integers)",
                                                option));
     };
     const std::size_t colon = text.find(':');
@@ -220,20 +222,25 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
                                        tile::GemmSchedule::BPanelResident}) {
         if (tile::to_string(s) == text.substr(0, colon)) f.schedule = s, known = true;
     }
-    const std::string rest = text.substr(colon + 1);
-    unsigned long m = 0, n = 0, k = 0;  // NOLINT(google-runtime-int): sscanf's %lu
-    unsigned group = 1;
-    int used = 0;
-    const int got = std::sscanf(rest.c_str(), "%lux%lux%lu%n", &m, &n, &k, &used);
-    if (!known || got != 3 || rest.find('-') != std::string::npos || m == 0 || n == 0 || k == 0) throw bad();
-    const std::string tail = rest.substr(static_cast<std::size_t>(used));
-    if (!tail.empty()) {
-        int used_group = 0;
-        if (std::sscanf(tail.c_str(), ":g%u%n", &group, &used_group) != 1 ||
-            static_cast<std::size_t>(used_group) != tail.size() || group == 0)
+    if (!known) throw bad();
+    // Digits only, each number positive and in range, separated exactly as shown.
+    const char* at = text.data() + colon + 1;
+    const char* const end = text.data() + text.size();
+    auto number = [&](auto& out, char then) {
+        const auto [next, ec] = std::from_chars(at, end, out);
+        if (ec != std::errc{} || next == at || out == 0 || (then != '\0' && (next == end || *next != then)))
             throw bad();
+        at = then != '\0' ? next + 1 : next;
+    };
+    number(f.m, 'x');
+    number(f.n, 'x');
+    number(f.k, '\0');
+    if (at != end) {
+        if (end - at < 3 || at[0] != ':' || at[1] != 'g') throw bad();
+        at += 2;
+        number(f.group, '\0');
+        if (at != end) throw bad();
     }
-    f.m = m, f.n = n, f.k = k, f.group = group;
     return f;
 }
 

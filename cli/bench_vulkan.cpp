@@ -315,7 +315,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                 say(fmt::format("explore {}: {}", e, err.what()));
                 continue;
             }
-            const Timing tx = time_reps(1, reps, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
+            const Timing tx =
+                time_reps(warmup, reps, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
             std::string traced;
             if (!f.trace.empty()) {
                 traced = explore_trace_path(f.trace, e);

@@ -692,7 +692,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.pipeline = stats;
     r.c_tiles_split = split_c;
     pipeline.reset();  // joins its threads, destroys its queues, returns its slots
-    log::debug(kComponent, "pipeline torn down {:.2f} ms into the call", ms_since_start());
+    log::debug_if_slow(kComponent, start, 0.0, "the call up to the pipeline torn down");
     return r;
 }
 

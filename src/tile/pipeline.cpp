@@ -245,8 +245,8 @@ Pipeline::~Pipeline() {
     if (!finished_ && started_ && !failed()) {
         log::debug(kComponent, "pipeline destroyed before finish(): unfinished work abandoned");
     }
-    log::debug(kComponent, "threads stopped and staging given back in {:.2f} ms (queues and slots follow)",
-               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    log::debug_if_slow(kComponent, t0, 0.0,
+                       "stopping threads and giving staging back (queues and slots follow)");
 }
 
 // --- slots -----------------------------------------------------------------------

@@ -109,10 +109,10 @@ public:
     /// Reads the counter and the host clock together; only with device_timestamps().
     /// Throws BackendError.
     [[nodiscard]] Calibration calibrate() const;
-    /// Destroys a semaphore that no pending submission refers to any more (every fence
-    /// of the submissions that signal or wait on it has signaled). On lavapipe it first
-    /// waits for every queue to go idle: that driver still touches the semaphore after
-    /// signaling those fences (vulkan_context.cpp).
+    /// Destroys a semaphore that no pending submission refers to any more (every
+    /// submission that signals or waits on it has been seen to finish). On lavapipe it
+    /// first waits for every queue to go idle: that driver's queue thread still touches
+    /// the semaphore after it reports such a submission finished (vulkan_context.cpp).
     void destroy_semaphore(VkSemaphore semaphore) noexcept;
 
 private:

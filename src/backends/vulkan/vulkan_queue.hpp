@@ -2,9 +2,10 @@
 //
 // A VulkanQueue is a detail::WorkerQueue whose worker records copies, fills and
 // dispatches into one command buffer after another: consecutive device work goes
-// into one command buffer and one vkQueueSubmit (with a fence) when the FIFO runs
-// dry, before a wait, or every kMaxCommands commands; host work (host tasks, records,
-// the host side of downloads) first waits for the fences. Every command is preceded
+// into one command buffer and one vkQueueSubmit when the FIFO runs dry, before a
+// wait, or every kMaxCommands commands; host work (host tasks, records, the host side
+// of downloads) first waits for the queue's timeline semaphore to reach the last
+// submit's value (below; no fences). Every command is preceded
 // by a full memory barrier, which gives Vulkan commands the in-order semantics of a
 // queue.
 //
