@@ -328,12 +328,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::uint64_t downloads_issued = 0;
     std::optional<tile::Pipeline> pipeline;  // torn down before returning, timed
     tile::Pipeline& p = pipeline.emplace(device, po);
-    const auto ms_since_start = [&start] {
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    };
     // Host time around the device work (OUTCORE_LOG=debug): what a trace of device
     // operations cannot show.
-    log::debug(kComponent, "pipeline ready {:.2f} ms into the call", ms_since_start());
+    log::debug_if_slow(kComponent, start, 0.0, "the call up to the pipeline made");
     std::vector<tile::SlotId> a_ring;
     std::vector<tile::SlotId> b_ring;
     std::vector<tile::SlotId> c_ring;
@@ -666,9 +663,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     } else {
         run_tiles(0, grid.count(), group);
     }
-    log::debug(kComponent, "every operation issued {:.2f} ms into the call", ms_since_start());
+    log::debug_if_slow(kComponent, start, 0.0, "the call up to every operation issued");
     const tile::PipelineStats stats = p.finish();
-    log::debug(kComponent, "finished {:.2f} ms into the call", ms_since_start());
+    log::debug_if_slow(kComponent, start, 0.0, "the call up to the last operation finished");
     // finish() rethrows what the event reported; should the queue not have kept it,
     // the run still must not pass for complete.
     if (device_failure) std::rethrow_exception(device_failure);

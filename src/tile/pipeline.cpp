@@ -225,7 +225,6 @@ Pipeline::~Pipeline() {
     // Threads first stop taking tasks; in-flight device work then finishes (a task
     // waiting on an event of it can return), and only then are the threads joined
     // and the memory freed, in reverse order of the members.
-    const auto t0 = std::chrono::steady_clock::now();
     if (readers_) readers_->stop();
     if (writers_) writers_->stop();
     for (const std::unique_ptr<Queue>& q : queues_) {
@@ -245,8 +244,6 @@ Pipeline::~Pipeline() {
     if (!finished_ && started_ && !failed()) {
         log::debug(kComponent, "pipeline destroyed before finish(): unfinished work abandoned");
     }
-    log::debug_if_slow(kComponent, t0, 0.0,
-                       "stopping threads and giving staging back (queues and slots follow)");
 }
 
 // --- slots -----------------------------------------------------------------------

@@ -366,11 +366,11 @@ Context::Context(std::uint32_t index) {
     vkGetPhysicalDeviceProperties2(physical_, &props2);
     const VkPhysicalDeviceProperties& props = props2.properties;
     limits_ = props.limits;
-    // Mesa's lavapipe (22.3, Debian 12) signals a submission's fence before it is done
-    // with the timeline semaphores the submission signals and waits on: a semaphore
-    // destroyed as soon as every fence has signaled is still being touched by its queue
-    // thread (ThreadSanitizer: cnd_broadcast racing vkDestroySemaphore's cnd_destroy; a
-    // test hung once on the freed mutex). destroy_semaphore() settles the queues first.
+    // Mesa's lavapipe (22.3, Debian 12) reports a submission finished before its queue
+    // thread is done with the timeline semaphores the submission signals and waits on:
+    // a semaphore destroyed right after is still being touched by that thread
+    // (ThreadSanitizer: cnd_broadcast racing vkDestroySemaphore's cnd_destroy; a test
+    // hung once on the freed mutex). destroy_semaphore() settles the queues first.
     settle_before_destroy_ = driver.driverID == VK_DRIVER_ID_MESA_LLVMPIPE;
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
     for (int k = 0; k < kMemoryKindCount; ++k) {
