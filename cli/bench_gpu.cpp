@@ -62,7 +62,7 @@ struct BenchFlags {
     bool skip_gemm = false;  // the standard out-of-core GEMM cases (--explore ones still run)
     std::string blur_size;   // default: n
     bool force = false;
-    std::vector<std::string> explore;  // TYPE:SCHEDULE:MxNxK
+    std::vector<std::string> explore;  // TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC]
     std::string trace_dir;             // --trace-dir: each GEMM case's busy run traced here
 };
 
@@ -259,6 +259,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::optional<tile::GemmSchedule> schedule = std::nullopt;  // --explore: forced
         std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
         std::uint32_t group = 1;
+        std::uint32_t c_slots = 0;
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -268,13 +269,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         {"tf32, budget 1/2", DType::F32, GemmCompute::FastTF32, f32_ops / 2, in_core.tf32, 0.92, 5e-3},
         {"bf16, budget 1/4", DType::BF16, GemmCompute::Exact, bf16_ops / 4, in_core.bf16, 1 / 1.15, 2e-2},
     };
-    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK — the standard case of that type (its budget) with
+    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC] — the standard case of that type (its budget) with
     // forced tiles, reported as a line only: for tuning the planner on a real device.
     for (const std::string& e : f.explore) {
         const std::size_t colon = e.find(':');
         if (colon == std::string::npos)
-            throw UsageError("bench",
-                             fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP]", e));
+            throw UsageError(
+                "bench", fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP][:cSLOTS]", e));
         const ForcedTiles forced = parse_forced_tiles(e.substr(colon + 1), e);
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
         const std::string type = e.substr(0, colon);
@@ -290,6 +291,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         OocCase x = *base;
         x.schedule = forced.schedule;
         x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
+        x.c_slots = forced.c_slots;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -309,6 +311,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .tile_n = oc.tile_n,
                            .tile_k = oc.tile_k,
                            .group = oc.group,
+                           .c_slots = oc.c_slots,
                            // Timed runs measure nothing on the side (busy times cost two
                            // host tasks per operation); one more run below measures them.
                            .measure_busy = false,
@@ -320,8 +323,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             plan = ops::plan_gemm(dev, sa, sb, mc, o);
         } catch (const UsageError& e) {
             if (!oc.schedule) throw;
-            say(fmt::format("explore {} {} {}x{}x{} group {}: {}", oc.name, tile::to_string(*oc.schedule),
-                            oc.tile_m, oc.tile_n, oc.tile_k, oc.group, e.what()));
+            say(fmt::format("explore {} {} {}x{}x{} group {} C slots {}: {}", oc.name,
+                            tile::to_string(*oc.schedule), oc.tile_m, oc.tile_n, oc.tile_k, oc.group,
+                            oc.c_slots, e.what()));
             continue;
         }
         ops::GemmReport last;
@@ -350,6 +354,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"schedule", tile::to_string(plan.schedule)},
                          {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
                          {"group", plan.group},
+                         {"c_slots", plan.c_slots},
                          {"model_s", plan.total_seconds},
                          {"shape_tflops", plan.shape_flops * 1e-12},
                          {"timing", t.to_json()},
@@ -372,13 +377,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ooc.push_back(j);
         say(fmt::format(
             "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{} group {} "
-            "(model {}, shape {:.0f} TFLOP/s), "
+            "C slots {} (model {}, shape {:.0f} TFLOP/s), "
             "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
             "{:.3f}/{:.3f}/{:.3f} s (in a run of {} that measured them), sample error {:.2e}",
             oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
             format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
-            plan.tile_k, plan.group, format_seconds(plan.total_seconds), plan.shape_flops * 1e-12,
-            format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
+            plan.tile_k, plan.group, plan.c_slots, format_seconds(plan.total_seconds),
+            plan.shape_flops * 1e-12, format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
             format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
             last.compute_busy_seconds, last.download_busy_seconds, format_seconds(busy_run_s), err));
@@ -601,9 +606,10 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-cublasxt", f->skip_xt, "Skip cuBLASXt");
     gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default,
                   "Skip cuBLASXt at its (slow) default block size");
-    gpu->add_option("--explore", f->explore,
-                    "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP] "
-                    "(tf32@1/2:a-panel:32768x2048x4096:g4)")
+    gpu->add_option(
+           "--explore", f->explore,
+           "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
+           "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");

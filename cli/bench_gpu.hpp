@@ -84,12 +84,13 @@ void drop_page_cache(const std::string& path) noexcept;
 /// untraced when `path` is empty or a trace is already being recorded (OUTCORE_TRACE).
 void run_traced(const std::string& path, const std::function<void()>& run);
 
-/// Tiles forced by an --explore option: "SCHEDULE:MxNxK" or "SCHEDULE:MxNxK:gGROUP"
-/// (schedule square-c, a-panel or b-panel).
+/// Tiles forced by an --explore option: "SCHEDULE:MxNxK", optionally followed by
+/// ":gGROUP" and then ":cSLOTS" (C slots) — schedule square-c, a-panel or b-panel.
 struct ForcedTiles {
     tile::GemmSchedule schedule = tile::GemmSchedule::SquareC;
     std::uint64_t m = 0, n = 0, k = 0;
     std::uint32_t group = 1;
+    std::uint32_t c_slots = 0;  ///< 0: as the planner would choose
 };
 /// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.
 [[nodiscard]] ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option);

@@ -209,10 +209,11 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
 
 ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
     const auto bad = [&] {
-        return UsageError("bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP] "
-                                               "(schedule square-c, a-panel or b-panel; sizes and group "
-                                               "positive integers)",
-                                               option));
+        return UsageError("bench",
+                          fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
+                                      "(schedule square-c, a-panel or b-panel; sizes, group and "
+                                      "C slots positive integers)",
+                                      option));
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string::npos) throw bad();
@@ -235,12 +236,17 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     number(f.m, 'x');
     number(f.n, 'x');
     number(f.k, '\0');
-    if (at != end) {
-        if (end - at < 3 || at[0] != ':' || at[1] != 'g') throw bad();
+    // Then ":gGROUP" and ":cSLOTS", each at most once, in that order.
+    auto suffix = [&](char tag, std::uint32_t& out) {
+        if (end - at < 3 || at[0] != ':' || at[1] != tag) return;
         at += 2;
-        number(f.group, '\0');
-        if (at != end) throw bad();
-    }
+        const auto [next, ec] = std::from_chars(at, end, out);
+        if (ec != std::errc{} || next == at || out == 0 || (next != end && *next != ':')) throw bad();
+        at = next;
+    };
+    suffix('g', f.group);
+    suffix('c', f.c_slots);
+    if (at != end) throw bad();
     return f;
 }
 

@@ -51,7 +51,7 @@ struct VulkanBenchFlags {
     bool force = false;
     bool skip_cuda = false;
     bool skip_copies = false;
-    std::vector<std::string> explore;  // SCHEDULE:MxNxK[:gG]: out-of-core with forced tiles
+    std::vector<std::string> explore;  // SCHEDULE:MxNxK[:gG][:cC]: out-of-core with forced tiles
 };
 
 #ifdef OUTCORE_CLI_WITH_VULKAN
@@ -308,6 +308,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             ops::GemmOptions x = o;
             x.schedule = forced.schedule;
             x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
+            x.c_slots = forced.c_slots;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);
@@ -322,10 +323,12 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                 traced = explore_trace_path(f.trace, e);
                 run_traced(traced, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
             }
-            explored.push_back(
-                {{"explore", e}, {"timing", tx.to_json()}, {"of_in_core", best_s / tx.median()}});
-            say(fmt::format("explore {}: {} ({} of in-core){}", e, tflops(flops, tx.median()),
-                            format_percent(best_s / tx.median()),
+            explored.push_back({{"explore", e},
+                                {"c_slots", xp.c_slots},
+                                {"timing", tx.to_json()},
+                                {"of_in_core", best_s / tx.median()}});
+            say(fmt::format("explore {}: {} ({} of in-core), C slots {}{}", e, tflops(flops, tx.median()),
+                            format_percent(best_s / tx.median()), xp.c_slots,
                             traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
@@ -338,6 +341,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                                  {"budget_bytes", budget},
                                  {"schedule", tile::to_string(plan.schedule)},
                                  {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
+                                 {"c_slots", plan.c_slots},
                                  {"timing", tm.to_json()},
                                  {"of_in_core", ratio},
                                  {"bytes_moved", last.bytes_moved},
@@ -349,10 +353,10 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                                    {"download", last.download_busy_seconds}}},
                                  {"max_sample_error", err}};
         say(fmt::format(
-            "out-of-core Vulkan GEMM, budget {} ({} {}x{}x{}): {} ({} of in-core), moved {}, peak "
-            "{}, hidden {}, busy up/compute/down {:.3f}/{:.3f}/{:.3f} s, sample error {:.2e}{}",
+            "out-of-core Vulkan GEMM, budget {} ({} {}x{}x{}, C slots {}): {} ({} of in-core), moved {}, "
+            "peak {}, hidden {}, busy up/compute/down {:.3f}/{:.3f}/{:.3f} s, sample error {:.2e}{}",
             format_size(budget), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n, plan.tile_k,
-            tflops(flops, tm.median()), format_percent(ratio), format_size(last.bytes_moved),
+            plan.c_slots, tflops(flops, tm.median()), format_percent(ratio), format_size(last.bytes_moved),
             format_size(last.peak_device_bytes), format_percent(last.hidden_transfer_fraction),
             last.upload_busy_seconds, last.compute_busy_seconds, last.download_busy_seconds, err,
             err > kTolerance ? "  FAILED" : ""));
@@ -408,8 +412,9 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
         ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     vk->add_option("--explore", f->explore,
-                   "Also time the out-of-core GEMM with forced tiles, SCHEDULE:MxNxK[:gGROUP] (schedule "
-                   "square-c, a-panel or b-panel; repeatable); traced beside --trace")
+                   "Also time the out-of-core GEMM with a forced plan, SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
+                   "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; repeatable); "
+                   "traced beside --trace")
         ->type_name("PLAN");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }

@@ -251,12 +251,12 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
         };
     }
     const bool fixed = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
-    if (options.group != 1 && !fixed)
-        throw UsageError(kComponent, "a group needs forced tiles (tile_m, tile_n, tile_k)");
+    if ((options.group != 1 || options.c_slots != 0) && !fixed)
+        throw UsageError(kComponent, "a group or C slot count needs forced tiles (tile_m, tile_n, tile_k)");
     if (fixed) {
         if (!options.schedule) throw UsageError(kComponent, "fixed tiles need a schedule too");
         return tile::plan_gemm_fixed(problem, limits, *options.schedule, options.tile_m, options.tile_n,
-                                     options.tile_k, options.group);
+                                     options.tile_k, options.group, options.c_slots);
     }
     return options.schedule ? tile::plan_gemm(problem, limits, *options.schedule)
                             : tile::plan_gemm(problem, limits);

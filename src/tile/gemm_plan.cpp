@@ -98,6 +98,20 @@ bool fill_memory(const Context& cx, GemmSchedule s, const Axis& am, const Axis& 
     return true;
 }
 
+// One C slot more than the smallest footprint's two: GEMM j + 3 then waits for the
+// download of tile j instead of j + 1, so GEMMs run ahead of C downloads that take
+// longer than a GEMM (bf16 on an H100, docs/tiling.md "C's download ring"). False
+// where there are too few C tiles for it to matter or it does not fit the budget.
+bool add_c_slot(const Context& cx, GemmPlan& out) {
+    const Count tiles = Count(ceil_div(cx.problem.m, out.tile_m)) * ceil_div(cx.problem.n, out.tile_n);
+    if (!tiles.ok() || tiles.value() <= out.c_slots) return false;
+    const Count device = Count(out.device_bytes) + out.c_slot_bytes;
+    if (!device.ok() || device.value() > cx.limits.budget_bytes) return false;
+    out.c_slots += 1;
+    out.device_bytes = device.value();
+    return true;
+}
+
 // Budget left over after the smallest footprint deepens the panel ring: the next
 // panel's first chunks upload while the current row still computes, which is what
 // hides a panel switch. At most one panel's worth, and only if there is a next panel.
@@ -113,6 +127,17 @@ void add_prefetch(const Context& cx, GemmSchedule s, const Axis& am, const Axis&
     out.prefetch_chunks = extra;
     slots += extra;
     out.device_bytes += std::uint64_t{extra} * chunk;
+}
+
+// The budget the smallest footprint leaves: first the panel prefetch (the model
+// prices it), then a third C slot where there is still room. The model cannot see
+// what that slot is for — while a GEMM waits on a C download, the operand rings fill
+// and the uploads stop, so a link whose directions share runs at one direction's
+// rate — but it costs nothing the plan would otherwise use.
+void add_spare_slots(const Context& cx, GemmSchedule s, const Axis& am, const Axis& an, const Axis& ak,
+                     GemmPlan& out) {
+    add_prefetch(cx, s, am, an, ak, out);
+    (void)add_c_slot(cx, out);
 }
 
 // The slowest chain of ring waits over `tiles` C tiles (mean tiles, full k chunks).
@@ -157,7 +182,13 @@ double ring_chain_seconds(const Context& cx, GemmSchedule s, const Axis& am, con
         cx.problem.beta_nonzero
             ? cx.link.up_seconds(c_bytes) + std::max(cx.link.up_seconds(tile_operands), tile_gemm)
             : tile_gemm;
-    const double result = tiles / static_cast<double>(c_ring) * (before_down + cx.link.down_seconds(c_bytes));
+    // A C tile goes down while the next tiles' operands go up: on a link whose two
+    // directions share less than both alone, slower than down_seconds says (bf16 on an
+    // H100: 96 MiB tiles took 2.3–3.8 ms beside uploads, against 1.7 ms alone).
+    const double moved = static_cast<double>(c.bytes_to_device) + static_cast<double>(c.bytes_to_host);
+    const double down_share = moved > 0 ? static_cast<double>(c.bytes_to_host) / moved : 1.0;
+    const double down = cx.link.down_beside_up_seconds(c_bytes, down_share);
+    const double result = tiles / static_cast<double>(c_ring) * (before_down + down);
     return std::max(operand, result);
 }
 
@@ -464,13 +495,12 @@ SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedule
                     if (!fill_memory(cx, s, am, an, ak, c)) continue;
                     r.minimum_device_bytes = std::min(r.minimum_device_bytes, c.device_bytes);
                     if (c.device_bytes > cx.limits.budget_bytes) continue;
-                    add_prefetch(cx, s, am, an, ak, c);
                     c.tile_m = am.tile;
                     c.tile_n = an.tile;
                     c.tile_k = ak.tile;
                     c.group = 1;
-                    if (!fill_cost(cx, s, am, an, ak, c)) continue;
-                    r.feasible.push_back(c);
+                    add_spare_slots(cx, s, am, an, ak, c);
+                    if (fill_cost(cx, s, am, an, ak, c)) r.feasible.push_back(c);
                 }
             }
         }
@@ -598,7 +628,7 @@ GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSch
 
 GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule,
                          std::uint64_t tile_m, std::uint64_t tile_n, std::uint64_t tile_k,
-                         std::uint32_t group) {
+                         std::uint32_t group, std::uint32_t c_slots) {
     const Context cx = make_context(problem, limits);
     check_compulsory(problem);
     if (tile_m == 0 || tile_n == 0 || tile_k == 0) {
@@ -622,9 +652,23 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
         throw UsageError("tile", fmt::format("{}: a slot exceeds max_buffer_bytes {}", what,
                                              format_size(limits.max_buffer_bytes)));
     }
+    if (c_slots != 0) {
+        const Count tiles = Count(am.count) * an.count;
+        if (c_slots < 2 || !tiles.ok() || c_slots > tiles.value()) {
+            throw UsageError("tile", fmt::format("{}: {} C slots asked, but there are {} C tiles (2 to that "
+                                                 "many slots)",
+                                                 what, c_slots, tiles.value()));
+        }
+        plan.device_bytes += std::uint64_t{c_slots - plan.c_slots} * plan.c_slot_bytes;
+        plan.c_slots = c_slots;
+    }
     if (plan.device_bytes > limits.budget_bytes)
         detail::throw_below_minimum(what, plan.device_bytes, limits.budget_bytes);
-    add_prefetch(cx, schedule, am, an, ak, plan);
+    if (c_slots == 0) {
+        add_spare_slots(cx, schedule, am, an, ak, plan);
+    } else {
+        add_prefetch(cx, schedule, am, an, ak, plan);
+    }
     if (!fill_cost(cx, schedule, am, an, ak, plan)) {
         throw UsageError("tile", fmt::format("{}: bytes moved exceed 2^64", what));
     }

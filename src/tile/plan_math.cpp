@@ -100,6 +100,15 @@ double LinkModel::seconds(double up, double down) const noexcept {
     return std::max({u, d, (up + down) / duplex_bytes_per_second});
 }
 
+double LinkModel::down_beside_up_seconds(double bytes, double down_share) const noexcept {
+    const double up = up_bytes_per_second;
+    const double down = down_bytes_per_second;
+    const double duplex = duplex_bytes_per_second;
+    if (!known() || duplex <= 0 || duplex >= up + down) return down_seconds(bytes);
+    const double rate = std::min(down, std::max(duplex - up, duplex * down_share));
+    return rate > 0 ? bytes / rate : down_seconds(bytes);
+}
+
 bool clearly_less(double a, double b) noexcept { return a < b - 1e-12 * std::max(std::abs(a), std::abs(b)); }
 
 void throw_below_minimum(std::string_view what, std::uint64_t minimum_bytes, std::uint64_t budget_bytes) {

@@ -81,6 +81,11 @@ struct LinkModel {
     /// Time to move `up` bytes to the device and `down` bytes back, both streams kept
     /// busy (bytes as doubles: estimates of phases, not exact counts).
     [[nodiscard]] double seconds(double up, double down) const noexcept;
+    /// Time to move `bytes` down while uploads keep the link busy. Where both
+    /// directions at once fall short of up + down (an H100 here: 55 + 55 GB/s alone,
+    /// 64–74 together), the download gets what the uploads leave (duplex − up), but
+    /// no less than `down_share` of the duplex rate (its share of the bytes moved).
+    [[nodiscard]] double down_beside_up_seconds(double bytes, double down_share) const noexcept;
 };
 [[nodiscard]] LinkModel link_model(const PlanLimits& limits) noexcept;
 

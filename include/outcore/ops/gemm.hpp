@@ -68,6 +68,8 @@ struct GemmOptions {
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
     /// With forced tiles of a single panel: GemmPlan::group (1: tile by tile).
     std::uint32_t group = 1;
+    /// With forced tiles: C slots (0: as the planner would; tile::plan_gemm_fixed).
+    std::uint32_t c_slots = 0;
     /// Device rates for the planner's time model: FLOP/s of this type, host→device,
     /// device→host and both-at-once bytes/s. 0 = take them from tile::cached_rates
     /// when measure_rates, else unknown (the planner then minimises bytes moved).

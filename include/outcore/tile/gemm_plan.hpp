@@ -79,7 +79,10 @@ struct GemmPlan {
     /// prefetch_chunks chunk slots: chunk c of panel r goes to slot (r·k_chunks() + c)
     /// mod a_slots (b_slots), uploaded as soon as that slot's previous chunk has had
     /// its last use — so the next panel streams in behind the current one.
-    /// c_slots = min(2, C tiles): one computes while the previous one downloads.
+    /// c_slots: 1 for a single C tile, else 2 (one computes while the previous one
+    /// downloads), or 3 where the budget left after prefetch_chunks holds one more
+    /// and there are at least 3 C tiles (GEMMs run ahead of C downloads slower than a
+    /// GEMM); at least `group`.
     std::uint32_t a_slots = 0, b_slots = 0, c_slots = 0;
     /// Extra panel chunk slots bought with budget the minimum footprint leaves over
     /// (0 for SquareC or a single panel): how far the next panel can upload ahead.
@@ -147,13 +150,15 @@ inline constexpr std::size_t kMaxShapeProbes = 6;
 /// As plan_gemm, restricted to one schedule (benchmarks, tests, expert overrides).
 [[nodiscard]] GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule);
 
-/// The plan with exactly these tiles, schedule and GemmPlan::group, costed as
-/// plan_gemm would (tiles are clamped to their extents). Throws UsageError when it
-/// does not fit the budget or max_buffer_bytes, or a group > 1 is asked of a plan
-/// with more than one panel. For comparing against hand-picked block sizes.
+/// The plan with exactly these tiles, schedule, GemmPlan::group and `c_slots` C
+/// slots (0: as plan_gemm would choose them for these tiles), costed as plan_gemm
+/// would (tiles are clamped to their extents). Throws UsageError when it does not fit the budget or
+/// max_buffer_bytes, a group > 1 is asked of a plan with more than one panel, or
+/// c_slots is 1 or more than the C tiles. For comparing against hand-picked plans.
 [[nodiscard]] GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits,
                                        GemmSchedule schedule, std::uint64_t tile_m, std::uint64_t tile_n,
-                                       std::uint64_t tile_k, std::uint32_t group = 1);
+                                       std::uint64_t tile_k, std::uint32_t group = 1,
+                                       std::uint32_t c_slots = 0);
 
 /// The smallest budget plan_gemm accepts for this problem and these limits (the
 /// budget in `limits` is ignored). Throws as plan_gemm does for bad input.

@@ -3,6 +3,7 @@
 // before anything runs — out-of-range and signed numbers, spaces, a zero size or group,
 // missing or extra fields (gpu_bench::parse_forced_tiles, shared with bench gpu). An
 // outcore built without Vulkan refuses the command itself, also with exit code 2.
+// Well-formed ones run, C slots and groups included.
 #include <gtest/gtest.h>
 
 #ifdef OUTCORE_CLI_PATH
@@ -17,11 +18,29 @@ namespace {
 
 TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
     const Scratch s;
-    for (const std::string plan :
-         {"square-c", "square-c:1x2", "square-c:1x2x3x4", "square-c:1x2x3:", "square-c:1x2x3:g0",
-          "square-c:1x2x3:g", "square-c:1x2x3:x2", "a-panel:1x2x3junk", "b-panel:0x2x3", "square-c:+1x2x3",
-          "square-c: 1x2x3", "square-c:1x2x-3", "square-c:99999999999999999999x1x1",
-          "square-c:1x2x3:g4294967297", "c-panel:1x2x3", "f32:square-c:1x2x3"}) {
+    for (const std::string plan : {"square-c",
+                                   "square-c:1x2",
+                                   "square-c:1x2x3x4",
+                                   "square-c:1x2x3:",
+                                   "square-c:1x2x3:g0",
+                                   "square-c:1x2x3:g",
+                                   "square-c:1x2x3:x2",
+                                   "a-panel:1x2x3junk",
+                                   "b-panel:0x2x3",
+                                   "square-c:+1x2x3",
+                                   "square-c: 1x2x3",
+                                   "square-c:1x2x-3",
+                                   "square-c:99999999999999999999x1x1",
+                                   "square-c:1x2x3:g4294967297",
+                                   "c-panel:1x2x3",
+                                   "f32:square-c:1x2x3",
+                                   "square-c:1x2x3:c0",
+                                   "square-c:1x2x3:c",
+                                   "square-c:1x2x3:c2:g2",
+                                   "square-c:1x2x3:g2:c",
+                                   "square-c:1x2x3:c3:c3",
+                                   "square-c:1x2x3:g2c3",
+                                   "square-c:1x2x3:g2:c3:"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -31,6 +50,31 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
         EXPECT_TRUE(refused_plan || no_vulkan) << plan << ": " << r.err;
         EXPECT_EQ(r.out.find("in-core Vulkan GEMM"), std::string::npos) << plan << ": nothing runs first";
     }
+}
+
+// Well-formed plans go to the planner: a C ring of three slots (":c3") runs and says
+// so; plans it cannot make (a single panel over the 192 KiB budget, with ":g2:c3"
+// parsed; more C slots than C tiles; a group of a plan with several panels) are a
+// line each, and the command goes on.
+TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
+    const Scratch s;
+    const CliRun r = run_cli(
+        s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--skip-copies", "--reps", "1",
+            "--warmup", "0", "--explore", "square-c:64x64x32:c3", "--explore", "a-panel:256x64x32:g2:c3",
+            "--explore", "square-c:64x64x32:c17", "--explore", "a-panel:64x64x32:g2"});
+    if (r.err.find("built without the Vulkan backend") != std::string::npos ||
+        r.err.find("no Vulkan") != std::string::npos) {
+        GTEST_SKIP() << r.err;
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+    EXPECT_NE(r.out.find("explore square-c:64x64x32:c3: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("of in-core), C slots 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("explore a-panel:256x64x32:g2:c3: [tile] GEMM 256x256x256 f32 with a-panel tiles "
+                         "256x64x32 does not fit"),
+              std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("17 C slots asked, but there are 16 C tiles"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("a group of 2 tiles needs a single panel"), std::string::npos) << r.out;
 }
 
 }  // namespace

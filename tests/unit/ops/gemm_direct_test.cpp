@@ -283,13 +283,15 @@ TEST(GemmDirectThreads, PanelRingsWithEveryPrefetchDepth) {
         const std::uint64_t chunk =
             s == GemmSchedule::APanelResident ? roomy.a_slot_bytes : roomy.b_slot_bytes;
         ASSERT_EQ(roomy.prefetch_chunks, roomy.k_chunks());
-        const std::uint64_t minimum = roomy.device_bytes - roomy.prefetch_chunks * chunk;
+        ASSERT_EQ(roomy.c_slots, 3U);  // the budget left after the prefetch buys a third
+        const std::uint64_t minimum = roomy.device_bytes - roomy.prefetch_chunks * chunk - roomy.c_slot_bytes;
         for (const std::uint64_t extra : {std::uint64_t{0}, std::uint64_t{2}, roomy.k_chunks()}) {
             Problem tight = pb;
             tight.options.budget_bytes = minimum + extra * chunk;
             const GemmPlan plan = fixed_plan(*device, tight, s, 48, 40, 24);
             SCOPED_TRACE(testing::Message() << outcore::tile::to_string(s) << ", prefetch " << extra);
             ASSERT_EQ(plan.prefetch_chunks, extra);
+            ASSERT_EQ(plan.c_slots, 2U);
             const Result packed = run(*device, tight, plan, kPacked);
             const Result direct = run(*device, tight, plan, kAllDirect);
             expect_same_as_packed(tight, direct, packed);

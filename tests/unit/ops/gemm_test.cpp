@@ -73,7 +73,8 @@ struct Case {
     std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;  ///< fixed tiles (with a schedule), 0: planned
     /// Rates for the planner's time model (0: unknown, plans by bytes alone).
     double flops = 0, link_bytes_per_second = 0;
-    std::uint32_t group = 1;  ///< with fixed tiles of a single panel
+    std::uint32_t group = 1;    ///< with fixed tiles of a single panel
+    std::uint32_t c_slots = 0;  ///< with fixed tiles: C slots (0: the planner's)
 };
 
 std::string describe(const Case& c) {
@@ -113,6 +114,7 @@ GemmOptions options_for(const Case& cs) {
     o.tile_n = cs.tile_n;
     o.tile_k = cs.tile_k;
     o.group = cs.group;
+    o.c_slots = cs.c_slots;
     // Plans from bytes alone: the same seed gives the same plans (measured rates are
     // covered by their own test).
     o.measure_rates = false;
@@ -348,7 +350,8 @@ TEST(GemmThreads, PanelRingsWithEveryPrefetchDepth) {
             cs.trans_a = rng() % 2 == 0;
             cs.trans_b = rng() % 2 == 0;
             cs.beta = rng() % 2 == 0 ? 0.0 : 0.5;
-            // The fixed tiles' footprint without prefetch, and one panel chunk.
+            // The fixed tiles' footprint without prefetch (or a third C slot), and one
+            // panel chunk.
             Operands ops(cs, rng);
             HostMatrix a = ops.a.host();
             HostMatrix b = ops.b.host();
@@ -361,11 +364,14 @@ TEST(GemmThreads, PanelRingsWithEveryPrefetchDepth) {
             const std::uint64_t chunk =
                 s == GemmSchedule::APanelResident ? roomy.a_slot_bytes : roomy.b_slot_bytes;
             ASSERT_EQ(roomy.prefetch_chunks, roomy.k_chunks());
-            const std::uint64_t minimum = roomy.device_bytes - roomy.prefetch_chunks * chunk;
+            ASSERT_EQ(roomy.c_slots, 3U);
+            const std::uint64_t minimum =
+                roomy.device_bytes - roomy.prefetch_chunks * chunk - roomy.c_slot_bytes;
             for (const std::uint64_t extra : {std::uint64_t{0}, std::uint64_t{2}, roomy.k_chunks()}) {
                 cs.budget_bytes = minimum + extra * chunk;
                 const GemmReport r = run_case(*device, cs, rng);
                 EXPECT_EQ(r.plan.prefetch_chunks, extra);
+                EXPECT_EQ(r.plan.c_slots, 2U);  // prefetch first; nothing left for a third
                 EXPECT_GE(s == GemmSchedule::APanelResident ? r.plan.c_grid().tile_rows()
                                                             : r.plan.c_grid().tile_cols(),
                           3U);
@@ -434,6 +440,42 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
 // A single resident panel (all of A, or all of B) with its first tiles grouped k
 // outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
 // plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
+// C rings of two to five slots (the planner makes two or three): GEMM j + slots
+// waits for tile j's download, whatever the schedule, transposes and β.
+TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const GemmSchedule s :
+         {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        for (const std::uint32_t slots : {2U, 3U, 5U}) {
+            Case cs{.m = 150 + rng() % 40,
+                    .n = 140 + rng() % 40,
+                    .k = 90 + rng() % 40,
+                    .trans_a = rng() % 2 == 0,
+                    .trans_b = rng() % 2 == 0,
+                    .beta = rng() % 2 == 0 ? 0.0 : 0.5,
+                    .schedule = s,
+                    .budget_bytes = 64 * outcore::kMiB,
+                    .tile_m = 48,
+                    .tile_n = 40,
+                    .tile_k = 32,
+                    .c_slots = slots};
+            const GemmReport r = run_case(*device, cs, rng);
+            EXPECT_EQ(r.plan.c_slots, slots) << outcore::tile::to_string(s);
+        }
+    }
+    // A slot count is for forced tiles only.
+    Case planned{.m = 40, .n = 40, .k = 40};
+    Operands ops(planned, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(planned);
+    o.budget_bytes = 64 * outcore::kMiB;
+    o.c_slots = 3;
+    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+}
+
 TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();

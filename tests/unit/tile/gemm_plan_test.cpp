@@ -125,7 +125,17 @@ void check_plan(const GemmPlan& plan, const PlanLimits& lim) {
         ASSERT_TRUE(single_panel) << to_string(plan.schedule);
         ASSERT_LE(plan.group, g.count());
     }
-    ASSERT_EQ(plan.c_slots, g.count() == 1 ? 1U : std::max(2U, plan.group));
+    // C slots: one for a single tile, else two, or three where the budget left after
+    // the prefetch holds one and there are that many tiles; at least group.
+    if (g.count() == 1) {
+        ASSERT_EQ(plan.c_slots, 1U);
+    } else if (plan.c_slots != std::max(2U, plan.group)) {
+        ASSERT_EQ(plan.c_slots, 3U);
+        ASSERT_LT(plan.group, 3U);
+        ASSERT_GE(g.count(), 3U);
+    } else if (plan.c_slots == 2 && g.count() >= 3) {  // no room left for a third
+        ASSERT_GT(Wide{plan.device_bytes} + plan.c_slot_bytes, Wide{lim.budget_bytes});
+    }
     const std::uint64_t chunks = plan.k_chunks();
     ASSERT_EQ(chunks, (p.k + plan.tile_k - 1) / plan.tile_k);
     const std::uint64_t ring = std::min<std::uint64_t>(lim.pipeline_depth, g.count() * chunks);
@@ -670,6 +680,48 @@ TEST(GemmPlan, F32At3GiBIsComputeBound) {
     // The fewest bytes within 3 % of the fastest estimate (kTimeSlack): the fastest
     // reaches the 0.97, the choice at least 0.96.
     EXPECT_GT(plan.compute_seconds / plan.total_seconds, 0.96);
+}
+
+// A C tile goes down beside the next tiles' uploads. On a link whose directions share
+// less than both alone (an H100 here: 55.1 and 55.2 GB/s alone, 73.9 together), bf16's
+// 96 MiB C downloads took longer than a GEMM and paced the run with two C slots
+// (docs/tiling.md, "C's download ring"). The model now prices such a download at the
+// share the uploads leave it, and the budget that prefetch leaves buys a third C slot.
+TEST(GemmPlan, AThirdCSlotFromTheBudgetPrefetchLeaves) {
+    const GemmProblem p{.m = kN, .n = kN, .k = kN, .type = DType::BF16};
+    const PlanLimits shared{.budget_bytes = 1536 * kMiB,
+                            .compute_flops = 800e12,
+                            .link_bytes_per_second = 55.1e9,
+                            .link_d2h_bytes_per_second = 55.2e9,
+                            .link_duplex_bytes_per_second = 73.9e9};
+    // The H100's measured bf16 plan: one 1 GiB A chunk, no room for a prefetch, 128 MiB left.
+    const GemmPlan three = plan_gemm_fixed(p, shared, GemmSchedule::APanelResident, 16384, 1536, kN);
+    check_plan(three, shared);
+    EXPECT_EQ(three.c_slots, 3U);
+    EXPECT_EQ(three.prefetch_chunks, 0U);
+    const GemmPlan two = plan_gemm_fixed(p, shared, GemmSchedule::APanelResident, 16384, 1536, kN, 1, 2);
+    EXPECT_EQ(two.c_slots, 2U);
+    EXPECT_EQ(three.device_bytes, two.device_bytes + two.c_slot_bytes);
+    EXPECT_EQ(three.bytes_moved, two.bytes_moved);
+    // Two slots' chain: 32 tiles, 16 chains of a GEMM (2.06 ms) and a 96 MiB download at
+    // the share the uploads leave (0.4 of 73.9 GB/s: 3.4 ms) — 87 ms; three slots, 58 ms.
+    EXPECT_LE(three.total_seconds, two.total_seconds);
+
+    // A budget that holds two C slots and not three: two.
+    PlanLimits tight = shared;
+    tight.budget_bytes = two.device_bytes;
+    EXPECT_EQ(plan_gemm_fixed(p, tight, GemmSchedule::APanelResident, 16384, 1536, kN).c_slots, 2U);
+    // Prefetch comes first: with room for one more A chunk, it takes the budget.
+    PlanLimits roomy = shared;
+    roomy.budget_bytes = two.device_bytes + two.a_slot_bytes;
+    const GemmPlan prefetched = plan_gemm_fixed(p, roomy, GemmSchedule::APanelResident, 16384, 1536, kN);
+    EXPECT_EQ(prefetched.prefetch_chunks, 1U);
+    EXPECT_EQ(prefetched.c_slots, 2U);
+    // Asked for explicitly, slots must be 2 to the number of C tiles (here 2 × 22).
+    EXPECT_THROW((void)plan_gemm_fixed(p, shared, GemmSchedule::APanelResident, 16384, 1536, kN, 1, 1),
+                 UsageError);
+    EXPECT_THROW((void)plan_gemm_fixed(p, shared, GemmSchedule::APanelResident, 16384, 1536, kN, 1, 45),
+                 UsageError);
 }
 
 // Prints the table of docs/tiling.md ("Ceilings on the H200"): model ceilings from the
