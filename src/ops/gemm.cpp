@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -71,6 +72,18 @@ private:
 /// piece is contiguous in the slot (A not transposed: chunks are on × kn, column-major)
 /// and every panel has the same rows (the regions are cut for them).
 constexpr std::uint64_t kFirstChunkPieces = 4;
+
+/// The run's last C tile drains in up to this many column parts: its last k chunk is
+/// computed part by part and each part goes down as soon as its GEMM is done, so the
+/// run ends one part's download after its last GEMM rather than a whole tile's (5.3 ms
+/// for the Vulkan GEMM's 256 MiB tiles on an H100, BENCHMARKS.md). The slot that tile
+/// uses is cut into regions at part boundaries (each at the device's offset
+/// alignment, so only where every tile has the same rows); every tile in that slot
+/// reaches it through them — one GEMM per k chunk over all of them, one download per
+/// part. Runs whose tiles are handed out (GemmOptions::next_tiles) split the
+/// problem's last tile the same way, whichever device computes it, so every tile is
+/// computed exactly as on one device (gemm_devices.hpp). Not with split_c_tiles.
+constexpr std::uint64_t kDrainParts = 4;
 
 /// One column part of a C tile: its slot (a region when split), its first column
 /// within the tile, its width and its lane. With GemmOptions::split_c_tiles (off by
@@ -407,6 +420,28 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 {p.region(s, 0, right_at), p.region(s, right_at, plan.c_slot_bytes - right_at)});
         }
     }
+    // The last tile's slot in column parts (kDrainParts): regions of drain_cols columns
+    // of tile_m rows, each starting at a multiple of the offset alignment and, for
+    // bf16, of a 4-byte word of B.
+    const std::uint64_t last_tile = grid.count() - 1;
+    const tile::SlotId drain_slot = c_ring[last_tile % c_ring.size()];
+    std::vector<tile::SlotId> drain_regions;
+    std::uint64_t drain_cols = 0;
+    const bool one_gemm_in_pieces = grid.count() == 1 && k_chunks == 1 && !a_pieces.empty();
+    if (!split_c && !one_gemm_in_pieces && grid.tile(grid.tile_rows() - 1, 0).size.rows == plan.tile_m) {
+        const std::uint64_t align = std::max<std::uint64_t>(device.info().min_offset_alignment, 1);
+        const std::uint64_t column = plan.tile_m * wc;
+        const std::uint64_t step_cols = std::lcm(part_step, align / std::gcd(align, column));
+        drain_cols = align_up((plan.tile_n + kDrainParts - 1) / kDrainParts, step_cols);
+        for (std::uint64_t j = 0; drain_cols < plan.tile_n && j < plan.tile_n; j += drain_cols) {
+            const std::uint64_t end =
+                j + drain_cols >= plan.tile_n ? plan.c_slot_bytes : (j + drain_cols) * column;
+            drain_regions.push_back(p.region(drain_slot, j * column, end - j * column));
+        }
+    }
+    const bool drains_in_parts = !drain_regions.empty();
+    const std::uint64_t last_cols = grid.tile(grid.tile_rows() - 1, grid.tile_cols() - 1).size.cols;
+    const std::uint64_t drain_count = drains_in_parts ? (last_cols + drain_cols - 1) / drain_cols : 1;
 
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
@@ -433,6 +468,16 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // alternate), or two column parts on lanes 0 and 1.
     auto c_parts = [&](const TileWork& tw) {
         std::vector<CPart> parts;
+        if (drains_in_parts && tw.cs.index == drain_slot.index) {
+            for (std::size_t r = 0; r < drain_regions.size() && r * drain_cols < tw.nj; ++r) {
+                const std::uint64_t j = r * drain_cols;
+                parts.push_back({.slot = drain_regions[r],
+                                 .j = j,
+                                 .cols = std::min(j + drain_cols, tw.nj) - j,
+                                 .lane = static_cast<unsigned>(tw.t % 2)});
+            }
+            return parts;
+        }
         if (!split_c) {
             parts.push_back({.slot = tw.cs, .j = 0, .cols = tw.nj, .lane = static_cast<unsigned>(tw.t % 2)});
             return parts;
@@ -442,6 +487,17 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         parts.push_back({.slot = halves[0], .j = 0, .cols = left, .lane = 0});
         if (tw.nj > left) parts.push_back({.slot = halves[1], .j = left, .cols = tw.nj - left, .lane = 1});
         return parts;
+    };
+    // The tile's C as one matrix (ld mi), and every access a GEMM over all of it makes.
+    auto c_whole = [&](const TileWork& tw) {
+        if (!drains_in_parts || tw.cs.index != drain_slot.index) return p.view(tw.cs).sub(0, tw.c_bytes);
+        const BufferView first = p.view(drain_regions.front());
+        return BufferView(first.block, first.offset, tw.c_bytes);
+    };
+    auto c_accesses = [&](const TileWork& tw, bool overwrite, std::vector<tile::SlotAccess> accesses) {
+        for (const CPart& part : c_parts(tw))
+            accesses.push_back(overwrite ? tile::writes(part.slot) : tile::updates(part.slot));
+        return accesses;
     };
     // Row-major tiles for SquareC and APanelResident, column-major for
     // BPanelResident: consecutive tiles share the resident panel. Starts the panel
@@ -534,33 +590,42 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // Consecutive tiles alternate compute lanes; a tile's chunks stay on one (they
         // accumulate into its C in order).
         const auto lane = static_cast<unsigned>(tw.t % 2);
-        const tile::SlotAccess c_access = overwrite ? tile::writes(tw.cs) : tile::updates(tw.cs);
+        // A's accesses: its slot, or every piece of it.
+        std::vector<tile::SlotAccess> ab{tile::reads(bs)};
         if (a_pieces.empty()) {
-            for (const CPart& part : c_parts(tw)) {
-                GemmTileArgs half = args;
-                half.n = part.cols;
-                // Column j of the B chunk: k_rows, kn × nj (ld kn); else nj × kn (ld nj).
-                const std::uint64_t b_off = b_cut.k_rows ? part.j * kn * w : part.j * w;
-                half.b = p.view(bs).sub(b_off, b_bytes - b_off);
-                half.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
-                p.compute(
-                    {tile::reads(as), tile::reads(bs),
-                     overwrite ? tile::writes(part.slot) : tile::updates(part.slot)},
-                    [&kernels, half](Queue& q) { kernels.gemm(q, half); }, "gemm", part.lane);
+            ab.push_back(tile::reads(as));
+        } else {
+            for (const tile::SlotId r : a_pieces[as.index]) ab.push_back(tile::reads(r));
+        }
+        const bool first_in_pieces = !a_pieces.empty() && std::exchange(first_gemm, false);
+        if (!first_in_pieces) {
+            // One GEMM per C part where the parts are split across lanes, and for the
+            // last tile's last chunk (kDrainParts); else one over the whole tile.
+            if (split_c || (drains_in_parts && tw.t == last_tile && kc + 1 == k_chunks)) {
+                for (const CPart& part : c_parts(tw)) {
+                    GemmTileArgs half = args;
+                    half.n = part.cols;
+                    // Column j of the B chunk: k_rows, kn × nj (ld kn); else nj × kn (ld nj).
+                    const std::uint64_t b_off = b_cut.k_rows ? part.j * kn * w : part.j * w;
+                    half.b = p.view(bs).sub(b_off, b_bytes - b_off);
+                    half.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
+                    std::vector<tile::SlotAccess> accesses = ab;
+                    accesses.push_back(overwrite ? tile::writes(part.slot) : tile::updates(part.slot));
+                    p.compute(
+                        accesses, [&kernels, half](Queue& q) { kernels.gemm(q, half); }, "gemm", part.lane);
+                }
+                return;
             }
-            return;
-        }
-        const std::vector<tile::SlotId>& pieces = a_pieces[as.index];
-        args.c = p.view(tw.cs).sub(0, tw.c_bytes);
-        if (!std::exchange(first_gemm, false)) {
-            std::vector<tile::SlotAccess> accesses{tile::reads(bs), c_access};
-            for (const tile::SlotId r : pieces) accesses.push_back(tile::reads(r));
+            args.c = c_whole(tw);
             p.compute(
-                accesses, [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm", lane);
+                c_accesses(tw, overwrite, ab), [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm",
+                lane);
             return;
         }
-        // One GEMM per piece: k columns [k1, k1 + kr) of the A chunk (contiguous, ld mi)
-        // and the matching rows of the B chunk.
+        // The run's first GEMM, one per piece: k columns [k1, k1 + kr) of the A chunk
+        // (contiguous, ld mi) and the matching rows of the B chunk.
+        const std::vector<tile::SlotId>& pieces = a_pieces[as.index];
+        args.c = c_whole(tw);
         for (std::uint64_t r = 0; r < pieces.size() && r * piece_k < kn; ++r) {
             const std::uint64_t k1 = r * piece_k;
             const std::uint64_t kr = std::min(piece_k, kn - k1);
@@ -571,7 +636,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             piece.b = p.view(bs).sub(b_off, b_bytes - b_off);
             if (r > 0) piece.beta = 1.0;
             p.compute(
-                {tile::reads(pieces[r]), tile::reads(bs), r == 0 ? c_access : tile::updates(tw.cs)},
+                c_accesses(tw, r == 0 && overwrite, {tile::reads(pieces[r]), tile::reads(bs)}),
                 [&kernels, piece](Queue& q) { kernels.gemm(q, piece); }, "gemm", lane);
         }
     };
@@ -688,6 +753,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.write_busy_seconds = stats.write_busy_seconds;
     r.pipeline = stats;
     r.c_tiles_split = split_c;
+    r.drain_parts = drain_count;
     pipeline.reset();  // joins its threads, destroys its queues, returns its slots
     log::debug_if_slow(kComponent, start, 0.0, "the call up to the pipeline torn down");
     return r;

@@ -142,6 +142,10 @@ struct GemmReport {
     /// (GemmOptions::split_c_tiles): then a tile of two or more columns makes two GEMM
     /// calls per k chunk, and plan.kernel_calls counts one.
     bool c_tiles_split = false;
+    /// Column parts the run's last C tile was computed (its last k chunk) and
+    /// downloaded in, so the run ends one part's download after its last GEMM; 1: whole.
+    /// Each part past the first adds a GEMM call plan.kernel_calls does not count.
+    std::uint64_t drain_parts = 1;
 };
 
 /// The problem `gemm` would solve and the plan it would run, without running it (the

@@ -180,7 +180,8 @@ GemmReport run_case(Device& device, const Case& cs, std::mt19937_64& rng) {
     EXPECT_GT(r.seconds, 0.0);
     // A split tile (two lanes, several k chunks) adds a GEMM per k chunk for its right
     // part: the columns past half the tile's, rounded up to whole 4-byte words of B.
-    std::uint64_t calls = r.plan.kernel_calls;
+    // The last tile's drain parts each add a GEMM to its last k chunk's.
+    std::uint64_t calls = r.plan.kernel_calls + (r.drain_parts - 1);
     if (r.c_tiles_split) {
         const outcore::tile::TileGrid grid = r.plan.c_grid();
         const std::uint64_t step = std::max<std::uint64_t>(1, 4 / outcore::dtype_bytes(cs.type));
@@ -440,6 +441,42 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
 // A single resident panel (all of A, or all of B) with its first tiles grouped k
 // outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
 // plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
+// The last tile's last k chunk goes part by part (kDrainParts) and each part down on
+// its own; every tile that shares its C slot reaches the slot through the same parts
+// (one download each). Only where every tile row is tile_m high.
+TEST(Gemm, TheLastTileDrainsInColumnParts) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const GemmSchedule s :
+         {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        for (const double beta : {0.0, 0.5}) {
+            // 3 × 3 tiles of 64 × 96, two C slots: tiles 0, 2, 4, 6 and 8 (the last) share
+            // its slot, so 5 × 4 part downloads and 4 whole ones.
+            Case cs{.m = 192,
+                    .n = 288,
+                    .k = 70 + rng() % 40,
+                    .trans_a = rng() % 2 == 0,
+                    .trans_b = rng() % 2 == 0,
+                    .beta = beta,
+                    .schedule = s,
+                    .budget_bytes = 64 * outcore::kMiB,
+                    .tile_m = 64,
+                    .tile_n = 96,
+                    .tile_k = 32,
+                    .c_slots = 2};
+            const GemmReport r = run_case(*device, cs, rng);
+            SCOPED_TRACE(outcore::tile::to_string(s));
+            EXPECT_EQ(r.drain_parts, 4U);
+            EXPECT_EQ(r.pipeline.download_count, 5U * 4 + 4);
+            // The last row 8 high (200 = 3 × 64 + 8): no parts, one download per tile.
+            cs.m = 200;
+            const GemmReport ragged = run_case(*device, cs, rng);
+            EXPECT_EQ(ragged.drain_parts, 1U);
+            EXPECT_EQ(ragged.pipeline.download_count, ragged.plan.c_grid().count());
+        }
+    }
+}
+
 // C rings of two to five slots (the planner makes two or three): GEMM j + slots
 // waits for tile j's download, whatever the schedule, transposes and β.
 TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
