@@ -68,9 +68,11 @@ private:
 /// plan on the H200, 20-25 ms at the link's rate) before the device does anything.
 /// Each A ring slot is therefore made of kFirstChunkPieces regions along k, every chunk
 /// goes up piece by piece, and the run's first GEMM is issued per piece, so the device
-/// starts after the first piece; later GEMMs read every piece at once. Only where a
-/// piece is contiguous in the slot (A not transposed: chunks are on × kn, column-major)
-/// and every panel has the same rows (the regions are cut for them).
+/// starts after the first piece; later GEMMs read every piece at once. Square-C runs
+/// stream their A chunks the same way (the Vulkan plan's first GEMM waited 4.5 ms on
+/// an H100 for a 96 MiB A chunk and its B chunk). Only where a piece is contiguous in
+/// the slot (A not transposed: chunks are on × kn, column-major) and every tile row
+/// has the same rows (the regions are cut for them).
 constexpr std::uint64_t kFirstChunkPieces = 4;
 
 /// The run's last C tile drains in up to this many column parts: its last k chunk is
@@ -376,7 +378,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // slot index, cut for the first panel's rows.
     std::vector<std::vector<tile::SlotId>> a_pieces;
     std::uint64_t piece_k = 0;
-    if (a_panel && !a_cut.k_rows && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
+    const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
+    if ((a_panel || a_streamed) && !a_cut.k_rows && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
         piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
         const std::uint64_t on0 = panel_extent(0).second;
         if (piece_k < plan.tile_k) {
@@ -556,7 +559,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             as = panel.current(kc);
         } else {
             as = a_ring[a_next++ % a_ring.size()];
-            a_cut.upload(p, as, tw.i0, k0, tw.mi, kn);
+            detail::upload_chunk(p, a_cut, as, a_pieces.empty() ? detail::kNoPieces : a_pieces[as.index],
+                                 piece_k, tw.i0, k0, tw.mi, kn);
         }
         if (b_panel) {
             bs = panel.current(kc);

@@ -63,6 +63,25 @@ struct OperandCut {
     }
 };
 
+/// A slot not cut into pieces.
+inline const std::vector<tile::SlotId> kNoPieces{};
+
+/// Uploads a chunk into a slot cut into k-pieces of `piece_k` (`regions`, the slot's
+/// regions; see kFirstChunkPieces in gemm.cpp), or whole where it has none. A k-piece
+/// of an on × kn column-major chunk is its columns [r·piece_k, ...): one contiguous
+/// region each.
+inline void upload_chunk(tile::Pipeline& p, const OperandCut& cut, tile::SlotId slot,
+                         const std::vector<tile::SlotId>& regions, std::uint64_t piece_k, std::uint64_t o0,
+                         std::uint64_t k0, std::uint64_t on, std::uint64_t kn) {
+    if (regions.empty()) {
+        cut.upload(p, slot, o0, k0, on, kn);
+        return;
+    }
+    for (std::uint64_t r = 0; r < regions.size() && r * piece_k < kn; ++r) {
+        cut.upload(p, regions[r], o0, k0 + r * piece_k, on, std::min(piece_k, kn - r * piece_k));
+    }
+}
+
 /// Feeds a resident panel through its ring of chunk slots (GemmPlan::a_slots /
 /// b_slots = k_chunks + prefetch_chunks): chunk c of panel r lives in slot
 /// (r·K + c) mod S. The current panel's chunks are uploaded as its first tile needs
@@ -137,16 +156,8 @@ private:
         const std::uint64_t k0 = kc * tile_k_;
         const std::uint64_t kn = std::min(tile_k_, k_ - k0);
         const tile::SlotId s = slot(panel, kc);
-        if (pieces_ == nullptr || (*pieces_)[s.index].empty()) {
-            cut_.upload(p_, s, o0, k0, on, kn);
-            return;
-        }
-        // A k-piece of an on × kn column-major chunk is its columns [r·piece_k, ...):
-        // one contiguous region each.
-        const std::vector<tile::SlotId>& regions = (*pieces_)[s.index];
-        for (std::uint64_t r = 0; r < regions.size() && r * piece_k_ < kn; ++r) {
-            cut_.upload(p_, regions[r], o0, k0 + r * piece_k_, on, std::min(piece_k_, kn - r * piece_k_));
-        }
+        upload_chunk(p_, cut_, s, pieces_ == nullptr ? kNoPieces : (*pieces_)[s.index], piece_k_, o0, k0, on,
+                     kn);
     }
 
     tile::Pipeline& p_;

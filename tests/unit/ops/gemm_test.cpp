@@ -806,41 +806,47 @@ TEST(Gemm, DeviceCacheMakesRepeatedRunsAllocateNoDeviceMemory) {
 // A-panel runs send each A chunk up in k-pieces and issue the run's first GEMM piece
 // by piece (ops/gemm.cpp, kFirstChunkPieces), so the device starts before a whole
 // chunk has landed. Chunks of a full and a short k, every B layout, β ≠ 0, both lanes.
-TEST(Gemm, APanelFirstChunkGoesUpInPieces) {
+TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
-    for (const bool tb : {false, true}) {
-        for (const std::uint32_t lanes : {1U, 2U}) {
-            Case cs{.m = 256,
-                    .n = 200,
-                    .k = 1500,  // chunks of 1024 (4 pieces of 256) and 476 (2 pieces)
-                    .type = DType::F32,
-                    .trans_b = tb,
-                    .beta = 0.75,
-                    .schedule = GemmSchedule::APanelResident,
-                    .budget_bytes = 64 * outcore::kMiB,
-                    .lanes = lanes,
-                    .tile_m = 128,
-                    .tile_n = 96,
-                    .tile_k = 1024};
-            SCOPED_TRACE(describe(cs));
-            Operands ops(cs, rng);
-            HostMatrix a = ops.a.host();
-            HostMatrix b = ops.b.host();
-            HostMatrix c = ops.c.host();
-            HostMatrix c0 = ops.c0.host();
-            GemmOptions o = options_for(cs);
-            o.c_in = &c0;
-            o.budget_bytes = cs.budget_bytes;
-            const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
-            EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
-                      error_bound(cs.type, cs.compute, cs.k));
-            // The first GEMM is four: three more kernel calls than the plan's.
-            EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + 3);
-            // Every piece is its own upload: 2 panels × (4 + 2) A pieces, 2 × 3 × 2 B chunks, 6 C tiles in.
-            EXPECT_EQ(r.pipeline.upload_count, 2U * 6 + 2 * 3 * 2 + 6);
-            EXPECT_EQ(r.bytes_moved, r.plan.bytes_moved);
-            expect_nothing_held(*device);
+    for (const GemmSchedule s : {GemmSchedule::APanelResident, GemmSchedule::SquareC}) {
+        for (const bool tb : {false, true}) {
+            for (const std::uint32_t lanes : {1U, 2U}) {
+                Case cs{.m = 256,
+                        .n = 200,
+                        .k = 1500,  // chunks of 1024 (4 pieces of 256) and 476 (2 pieces)
+                        .type = DType::F32,
+                        .trans_b = tb,
+                        .beta = 0.75,
+                        .schedule = s,
+                        .budget_bytes = 64 * outcore::kMiB,
+                        .lanes = lanes,
+                        .tile_m = 128,
+                        .tile_n = 96,
+                        .tile_k = 1024};
+                SCOPED_TRACE(describe(cs));
+                Operands ops(cs, rng);
+                HostMatrix a = ops.a.host();
+                HostMatrix b = ops.b.host();
+                HostMatrix c = ops.c.host();
+                HostMatrix c0 = ops.c0.host();
+                GemmOptions o = options_for(cs);
+                o.c_in = &c0;
+                o.budget_bytes = cs.budget_bytes;
+                const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+                EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
+                          error_bound(cs.type, cs.compute, cs.k));
+                // The first GEMM is four: three more kernel calls than the plan's (the
+                // last tile, 8 columns wide, drains whole).
+                EXPECT_EQ(r.drain_parts, 1U);
+                EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + 3);
+                // Every piece is its own upload: A as 4 + 2 pieces for each of 2 panels
+                // (a-panel) or 6 tiles (square-c); 6 tiles × 2 B chunks; 6 C tiles in.
+                const std::uint64_t a_chunks = s == GemmSchedule::APanelResident ? 2 : 6;
+                EXPECT_EQ(r.pipeline.upload_count, a_chunks * 6 + 6 * 2 + 6);
+                EXPECT_EQ(r.bytes_moved, r.plan.bytes_moved);
+                expect_nothing_held(*device);
+            }
         }
     }
 }
