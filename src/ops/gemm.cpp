@@ -75,7 +75,7 @@ private:
 /// has the same rows (the regions are cut for them).
 constexpr std::uint64_t kFirstChunkPieces = 4;
 
-/// The run's last C tile drains in up to this many column parts: its last k chunk is
+/// The run's last C tile drains in this many column parts: its last k chunk is
 /// computed part by part and each part goes down as soon as its GEMM is done, so the
 /// run ends one part's download after its last GEMM rather than a whole tile's (5.3 ms
 /// for the Vulkan GEMM's 256 MiB tiles on an H100, BENCHMARKS.md). The slot that tile
@@ -85,7 +85,11 @@ constexpr std::uint64_t kFirstChunkPieces = 4;
 /// part. Runs whose tiles are handed out (GemmOptions::next_tiles) split the
 /// problem's last tile the same way, whichever device computes it, so every tile is
 /// computed exactly as on one device (gemm_devices.hpp). Not with split_c_tiles.
-constexpr std::uint64_t kDrainParts = 4;
+constexpr std::uint64_t kDrainParts = 2;
+/// Drain parts are whole multiples of this many columns: on an H100 the Vulkan GEMM's
+/// last chunk in four parts 704 columns wide ran at 60 % of its whole rate, costing
+/// more than the shorter drain saved; no split where a tile is narrower than two.
+constexpr std::uint64_t kDrainColumnStep = 128;
 
 /// One column part of a C tile: its slot (a region when split), its first column
 /// within the tile, its width and its lane. With GemmOptions::split_c_tiles (off by
@@ -434,9 +438,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     if (!split_c && !one_gemm_in_pieces && grid.tile(grid.tile_rows() - 1, 0).size.rows == plan.tile_m) {
         const std::uint64_t align = std::max<std::uint64_t>(device.info().min_offset_alignment, 1);
         const std::uint64_t column = plan.tile_m * wc;
-        const std::uint64_t step_cols = std::lcm(part_step, align / std::gcd(align, column));
+        const std::uint64_t step_cols =
+            std::lcm(std::lcm(part_step, align / std::gcd(align, column)), kDrainColumnStep);
         drain_cols = align_up((plan.tile_n + kDrainParts - 1) / kDrainParts, step_cols);
-        for (std::uint64_t j = 0; drain_cols < plan.tile_n && j < plan.tile_n; j += drain_cols) {
+        const bool wide_enough = plan.tile_n >= kDrainParts * step_cols;
+        for (std::uint64_t j = 0; wide_enough && j < plan.tile_n; j += drain_cols) {
             const std::uint64_t end =
                 j + drain_cols >= plan.tile_n ? plan.c_slot_bytes : (j + drain_cols) * column;
             drain_regions.push_back(p.region(drain_slot, j * column, end - j * column));

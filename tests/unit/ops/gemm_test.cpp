@@ -441,38 +441,49 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
 // A single resident panel (all of A, or all of B) with its first tiles grouped k
 // outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
 // plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
-// The last tile's last k chunk goes part by part (kDrainParts) and each part down on
-// its own; every tile that shares its C slot reaches the slot through the same parts
-// (one download each). Only where every tile row is tile_m high.
+// The last tile's last k chunk goes part by part (kDrainParts, whole multiples of
+// kDrainColumnStep columns) and each part down on its own; every tile that shares its
+// C slot reaches the slot through the same parts (one download each). Only where
+// every tile row is tile_m high and a tile is at least two steps wide.
 TEST(Gemm, TheLastTileDrainsInColumnParts) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
     for (const GemmSchedule s :
          {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
         for (const double beta : {0.0, 0.5}) {
-            // 3 × 3 tiles of 64 × 96, two C slots: tiles 0, 2, 4, 6 and 8 (the last) share
-            // its slot, so 5 × 4 part downloads and 4 whole ones.
+            // 3 × 3 tiles of 64 × 256, two C slots: tiles 0, 2, 4, 6 and 8 (the last) share
+            // its slot, so 5 × 2 part downloads and 4 whole ones.
             Case cs{.m = 192,
-                    .n = 288,
-                    .k = 70 + rng() % 40,
+                    .n = 768,
+                    .k = 40 + rng() % 40,
                     .trans_a = rng() % 2 == 0,
                     .trans_b = rng() % 2 == 0,
                     .beta = beta,
                     .schedule = s,
                     .budget_bytes = 64 * outcore::kMiB,
                     .tile_m = 64,
-                    .tile_n = 96,
+                    .tile_n = 256,
                     .tile_k = 32,
                     .c_slots = 2};
-            const GemmReport r = run_case(*device, cs, rng);
             SCOPED_TRACE(outcore::tile::to_string(s));
-            EXPECT_EQ(r.drain_parts, 4U);
-            EXPECT_EQ(r.pipeline.download_count, 5U * 4 + 4);
+            const GemmReport r = run_case(*device, cs, rng);
+            EXPECT_EQ(r.drain_parts, 2U);
+            EXPECT_EQ(r.pipeline.download_count, 5U * 2 + 4);
+            // The last tile 96 wide (736 = 2 × 256 + 224, parts of 128: 128 + 96).
+            cs.n = 736;
+            EXPECT_EQ(run_case(*device, cs, rng).drain_parts, 2U);
+            cs.n = 600;  // the last tile 88 wide: one part
+            EXPECT_EQ(run_case(*device, cs, rng).drain_parts, 1U);
             // The last row 8 high (200 = 3 × 64 + 8): no parts, one download per tile.
+            cs.n = 768;
             cs.m = 200;
             const GemmReport ragged = run_case(*device, cs, rng);
             EXPECT_EQ(ragged.drain_parts, 1U);
             EXPECT_EQ(ragged.pipeline.download_count, ragged.plan.c_grid().count());
+            // Tiles narrower than two steps: none.
+            cs.m = 192;
+            cs.tile_n = 192;
+            EXPECT_EQ(run_case(*device, cs, rng).drain_parts, 1U);
         }
     }
 }
