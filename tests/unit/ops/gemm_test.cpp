@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -441,6 +442,20 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
 // A single resident panel (all of A, or all of B) with its first tiles grouped k
 // outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
 // plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
+// An option that needs forced tiles, set on a planned run: a UsageError.
+void expect_refused_when_planned(Device& device, std::mt19937_64& rng,
+                                 const std::function<void(GemmOptions&)>& set) {
+    Case planned{.m = 40, .n = 40, .k = 40};
+    Operands ops(planned, rng);
+    HostMatrix a = ops.a.host();
+    HostMatrix b = ops.b.host();
+    HostMatrix c = ops.c.host();
+    GemmOptions o = options_for(planned);
+    o.budget_bytes = 64 * outcore::kMiB;
+    set(o);
+    EXPECT_THROW((void)outcore::ops::gemm(device, a, b, c, o), outcore::UsageError);
+}
+
 // The last tile's last k chunk goes part by part (kDrainParts, whole multiples of
 // kDrainColumnStep columns) and each part down on its own; every tile that shares its
 // C slot reaches the slot through the same parts (one download each). Only where
@@ -513,15 +528,7 @@ TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
         }
     }
     // A slot count is for forced tiles only.
-    Case planned{.m = 40, .n = 40, .k = 40};
-    Operands ops(planned, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    GemmOptions o = options_for(planned);
-    o.budget_bytes = 64 * outcore::kMiB;
-    o.c_slots = 3;
-    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+    expect_refused_when_planned(*device, rng, [](GemmOptions& o) { o.c_slots = 3; });
 }
 
 TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
@@ -558,15 +565,7 @@ TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
     EXPECT_NO_THROW(
         (void)outcore::tile::plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 300, 48, 64, 7));
     // A group is for forced tiles only.
-    Case planned{.m = 40, .n = 40, .k = 40};
-    Operands ops(planned, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    GemmOptions o = options_for(planned);
-    o.budget_bytes = 64 * outcore::kMiB;
-    o.group = 2;
-    EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
+    expect_refused_when_planned(*device, rng, [](GemmOptions& o) { o.group = 2; });
 }
 
 TEST(Gemm, MismatchedOperandsAreUsageErrors) {
