@@ -252,7 +252,7 @@ void WorkerQueue::execute(Work& work) noexcept {
         }
         case WorkKind::Wait: {
             if (failure) return;
-            run_hook(&WorkerQueue::flush);
+            run_hook(&WorkerQueue::flush_before_wait);
             // A record its queue has submitted but the device not yet finished can be
             // waited for on the device, where this queue's backend can.
             const auto t0 = std::chrono::steady_clock::now();

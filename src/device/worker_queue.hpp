@@ -118,6 +118,10 @@ private:
     virtual void drain() {}
     /// On the worker: submit recorded work, do not wait. A throw becomes the failure.
     virtual void flush() {}
+    /// On the worker, before a wait: submit what was recorded before it, so the wait
+    /// holds up only the work after it. A backend that submits waits with its commands
+    /// may keep waits that no command separates for one submission.
+    virtual void flush_before_wait() { flush(); }
     /// On the worker, for a record on a queue without failure: either take over
     /// completing `signal` once the device has finished everything submitted so far
     /// (and publish its DevicePoint), returning true, or return false and the worker

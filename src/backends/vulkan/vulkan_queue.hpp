@@ -102,6 +102,7 @@ private:
     void do_copy_2d(const BufferView& buffer, HostRange host, const Copy2D& shape) override;
     void do_fill(const BufferView& dst, std::byte value) override;
     void flush() override;
+    void flush_before_wait() override;
     void drain() override;
     bool defer_record(const std::shared_ptr<detail::HostSignal>& signal) override;
     bool wait_on_device(const std::shared_ptr<detail::HostSignal>& signal,
