@@ -281,17 +281,11 @@ void VulkanQueue::flush() {
     staged_bytes_ = 0;
     if (batch.commands != VK_NULL_HANDLE) {
         // Make the batch's writes visible to the host (downloads read staging afterwards).
-        // OUTCORE_VULKAN_COMPUTE_HOST_BARRIER=0 leaves it out of compute batches: an
-        // experiment (the GEMMs of a pipeline write only device memory), for timing
-        // the 0.17 ms gaps between GEMM batches on an H100 (BENCHMARKS.md).
-        static const bool compute_barrier = [] {
-            const char* v = std::getenv("OUTCORE_VULKAN_COMPUTE_HOST_BARRIER");
-            return v == nullptr || std::string_view(v) != "0";
-        }();
-        if (compute_barrier || role() != QueueRole::Compute) {
-            full_barrier(batch.commands, VK_PIPELINE_STAGE_HOST_BIT,
-                         VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
-        }
+        // Not what separates GEMMs on an H100: leaving it out of compute batches changed
+        // nothing (0.812 against 0.813 of in-core, BENCHMARKS.md); waits-only
+        // submissions did (flush_before_wait).
+        full_barrier(batch.commands, VK_PIPELINE_STAGE_HOST_BIT,
+                     VK_ACCESS_HOST_READ_BIT | VK_ACCESS_HOST_WRITE_BIT);
         OUTCORE_VK_CHECK(vkEndCommandBuffer(batch.commands));
     }
     // One wait per timeline: reaching the highest value waited for reaches the others.
