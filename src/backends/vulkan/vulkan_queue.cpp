@@ -336,6 +336,7 @@ void VulkanQueue::flush() {
         if (has_commands) free_commands_.push_back(batch.commands);
         check(rc, "vkQueueSubmit");
     }
+    submits_.fetch_add(1);
     submitted_ = value;
     batch.value = value;
     in_flight_.push_back(std::move(batch));

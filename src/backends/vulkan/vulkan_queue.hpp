@@ -84,6 +84,8 @@ public:
     /// Staged uploads that waited for earlier work because a pending download writes
     /// their host bytes (tests).
     [[nodiscard]] std::uint64_t host_read_waits() const noexcept { return host_read_waits_.load(); }
+    /// vkQueueSubmit calls made (tests).
+    [[nodiscard]] std::uint64_t submits() const noexcept { return submits_.load(); }
 
 private:
     struct Batch {
@@ -173,6 +175,7 @@ private:
     std::uint64_t submitted_ = 0;  ///< the timeline value of the last submit
     std::atomic<std::uint64_t> device_waits_{0};
     std::atomic<std::uint64_t> host_read_waits_{0};
+    std::atomic<std::uint64_t> submits_{0};
     TimedCommand* timing_ = nullptr;  ///< worker: the command whose begin query commands() writes
     std::unique_ptr<detail::ThreadPool> pack_pool_;  ///< worker only
 

@@ -407,6 +407,49 @@ TEST_F(VulkanTest, LongStreamsOfSmallCommandsKeepTheirOrder) {
     }
 }
 
+// Waits with no command between them go in one submission (with the command after
+// them), one wait per timeline: a GEMM reading four A pieces, its B chunk and its C slot
+// waited in six submissions on an H100, five with no commands (BENCHMARKS.md).
+TEST_F(VulkanTest, WaitsWithNoCommandBetweenThemShareOneSubmission) {
+    const char* mode = std::getenv("OUTCORE_VULKAN_EVENTS");
+    if (mode != nullptr && std::string_view(mode) != "device") GTEST_SKIP() << "waits on the host";
+    auto up = dev().create_queue(outcore::QueueRole::Upload);
+    auto compute = dev().create_queue(outcore::QueueRole::Compute);
+    auto& vk_compute = outcore::vulkan::vulkan_queue(*compute, "test");
+    constexpr std::uint32_t kWaits = 4;
+    Block big = dev().allocate({.bytes = 256ULL << 20});
+    Block x = dev().allocate({.bytes = kWaits * 4096});
+    Block y = dev().allocate({.bytes = kWaits * 4096});
+    std::vector<std::unique_ptr<outcore::Event>> filled;
+    for (std::uint32_t attempt = 0; attempt < 5; ++attempt) {
+        compute->synchronize();
+        const std::uint64_t submits = vk_compute.submits();
+        const std::uint64_t device_waits = vk_compute.device_waits();
+        // A long fill first, so every record below is still in flight when waited for.
+        up->fill(big, std::byte{1});
+        filled.clear();
+        for (std::uint32_t i = 0; i < kWaits; ++i) {
+            up->fill(BufferView(x, i * 4096, 4096), static_cast<std::byte>(i + 1));
+            filled.push_back(dev().create_event());
+            up->record(*filled.back());
+        }
+        for (const auto& e : filled) compute->wait(*e);
+        compute->copy(x, y);
+        compute->synchronize();
+        std::vector<std::byte> back(kWaits * 4096);
+        compute->download(y, back.data());
+        compute->synchronize();
+        for (std::uint32_t i = 0; i < kWaits; ++i)
+            ASSERT_EQ(back[i * 4096 + 7], static_cast<std::byte>(i + 1));
+        const std::uint64_t waited = vk_compute.device_waits() - device_waits;
+        if (waited < 2) continue;  // the fills finished first: nothing to share, try again
+        // The copy and every device wait: one submission (the download's is after it).
+        EXPECT_EQ(vk_compute.submits() - submits, 2U) << waited << " device waits";
+        return;
+    }
+    GTEST_SKIP() << "the upload queue finished before every wait, five times";
+}
+
 // Two queues hand a buffer back and forth through events: each wait is made on the
 // device (the record's timeline semaphore), the data come out in order, and a queue
 // may be destroyed while another still has a device wait on its semaphore pending.
