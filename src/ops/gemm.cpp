@@ -72,7 +72,8 @@ private:
 /// stream their A chunks the same way (the Vulkan plan's first GEMM waited 4.5 ms on
 /// an H100 for a 96 MiB A chunk and its B chunk). Only where a piece is contiguous in
 /// the slot (A not transposed: chunks are on × kn, column-major) and every tile row
-/// has the same rows (the regions are cut for them).
+/// has the same rows (the regions are cut for them); neither with split_c_tiles nor
+/// with GemmOptions::one_call_per_chunk.
 constexpr std::uint64_t kFirstChunkPieces = 4;
 
 /// The run's last C tile drains in this many column parts: its last k chunk is
@@ -82,9 +83,8 @@ constexpr std::uint64_t kFirstChunkPieces = 4;
 /// uses is cut into regions at part boundaries (each at the device's offset
 /// alignment, so only where every tile has the same rows); every tile in that slot
 /// reaches it through them — one GEMM per k chunk over all of them, one download per
-/// part. Runs whose tiles are handed out (GemmOptions::next_tiles) split the
-/// problem's last tile the same way, whichever device computes it, so every tile is
-/// computed exactly as on one device (gemm_devices.hpp). Not with split_c_tiles.
+/// part. Neither with split_c_tiles nor with GemmOptions::one_call_per_chunk (which
+/// gemm_on_devices sets: a window's last tile is not the problem's).
 constexpr std::uint64_t kDrainParts = 2;
 /// Drain parts are whole multiples of this many columns: on an H100 the Vulkan GEMM's
 /// last chunk in four parts 704 columns wide ran at 60 % of its whole rate, costing
@@ -98,7 +98,9 @@ constexpr std::uint64_t kDrainColumnStep = 128;
 /// split where that does not fit) with its own GEMMs on its own lane, sharing the A
 /// and B chunks, so one lane's last partial wave could overlap the other's work. On
 /// the H200's Vulkan driver it made the square-C plan slower (0.661 against 0.774 of
-/// in-core, BENCHMARKS.md "Ninth run"), hence off; otherwise a tile is one part.
+/// in-core, BENCHMARKS.md "Ninth run"), hence off. A tile in the slot of the run's
+/// last tile (kDrainParts) is that slot's column regions, all on the tile's lane.
+/// Otherwise a tile is one part.
 struct CPart {
     tile::SlotId slot;
     std::uint64_t j = 0;
@@ -383,7 +385,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::vector<std::vector<tile::SlotId>> a_pieces;
     std::uint64_t piece_k = 0;
     const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
-    if ((a_panel || a_streamed) && !a_cut.k_rows && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
+    if ((a_panel || a_streamed) && !a_cut.k_rows && !options.one_call_per_chunk && !options.split_c_tiles &&
+        (outer_count == 1 || problem.m % plan.tile_m == 0)) {
         piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
         const std::uint64_t on0 = panel_extent(0).second;
         if (piece_k < plan.tile_k) {
@@ -396,7 +399,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                     a_pieces[s.index].push_back(p.region(s, begin, end - begin));
                 }
             }
-            panel.split(&a_pieces, piece_k);
+            if (a_panel) panel.split(&a_pieces, piece_k);
         }
     }
     // An A slot's memory, whole (a split slot is only reachable through its regions).
@@ -435,22 +438,25 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::vector<tile::SlotId> drain_regions;
     std::uint64_t drain_cols = 0;
     const bool one_gemm_in_pieces = grid.count() == 1 && k_chunks == 1 && !a_pieces.empty();
-    if (!split_c && !one_gemm_in_pieces && grid.tile(grid.tile_rows() - 1, 0).size.rows == plan.tile_m) {
+    const std::uint64_t last_cols = grid.tile(grid.tile_rows() - 1, grid.tile_cols() - 1).size.cols;
+    if (!split_c && !one_gemm_in_pieces && !options.one_call_per_chunk &&
+        grid.tile(grid.tile_rows() - 1, 0).size.rows == plan.tile_m) {
         const std::uint64_t align = std::max<std::uint64_t>(device.info().min_offset_alignment, 1);
         const std::uint64_t column = plan.tile_m * wc;
         const std::uint64_t step_cols =
             std::lcm(std::lcm(part_step, align / std::gcd(align, column)), kDrainColumnStep);
         drain_cols = align_up((plan.tile_n + kDrainParts - 1) / kDrainParts, step_cols);
-        const bool wide_enough = plan.tile_n >= kDrainParts * step_cols;
-        for (std::uint64_t j = 0; wide_enough && j < plan.tile_n; j += drain_cols) {
+        // Split only where the last tile has more than one part (else every tile in
+        // that slot would go down in parts for nothing).
+        const bool worth_it = plan.tile_n >= kDrainParts * step_cols && last_cols > drain_cols;
+        for (std::uint64_t j = 0; worth_it && j < plan.tile_n; j += drain_cols) {
             const std::uint64_t end =
                 j + drain_cols >= plan.tile_n ? plan.c_slot_bytes : (j + drain_cols) * column;
             drain_regions.push_back(p.region(drain_slot, j * column, end - j * column));
         }
     }
     const bool drains_in_parts = !drain_regions.empty();
-    const std::uint64_t last_cols = grid.tile(grid.tile_rows() - 1, grid.tile_cols() - 1).size.cols;
-    const std::uint64_t drain_count = drains_in_parts ? (last_cols + drain_cols - 1) / drain_cols : 1;
+    std::uint64_t drain_count = 1;  // parts the last tile was computed in, if this run computed it
 
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
@@ -474,7 +480,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                       .buffer_pitch_bytes = mi * wc};
     };
     // The tile's C parts: the whole slot on the tile's lane (consecutive tiles
-    // alternate), or two column parts on lanes 0 and 1.
+    // alternate), the drain slot's regions it covers (on its lane), or two column parts
+    // on lanes 0 and 1.
     auto c_parts = [&](const TileWork& tw) {
         std::vector<CPart> parts;
         if (drains_in_parts && tw.cs.index == drain_slot.index) {
@@ -611,8 +618,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         if (!first_in_pieces) {
             // One GEMM per C part where the parts are split across lanes, and for the
             // last tile's last chunk (kDrainParts); else one over the whole tile.
-            if (split_c || (drains_in_parts && tw.t == last_tile && kc + 1 == k_chunks)) {
-                for (const CPart& part : c_parts(tw)) {
+            const bool drain_now = drains_in_parts && tw.t == last_tile && kc + 1 == k_chunks;
+            if (split_c || drain_now) {
+                const std::vector<CPart> parts = c_parts(tw);
+                if (drain_now) drain_count = parts.size();
+                for (const CPart& part : parts) {
                     GemmTileArgs half = args;
                     half.n = part.cols;
                     // Column j of the B chunk: k_rows, kn × nj (ld kn); else nj × kn (ld nj).

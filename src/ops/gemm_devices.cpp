@@ -142,6 +142,7 @@ GemmOptions with_plan_tiles(const GemmOptions& options, const tile::GemmPlan& pl
     o.tile_n = plan.tile_n;
     o.tile_k = plan.tile_k;
     o.group = plan.group;
+    o.c_slots = 0;  // each window's planner (a forced count may exceed a window's tiles)
     o.progress = {};
     return o;
 }
@@ -171,6 +172,9 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
     // are not measured (a device thread would probe the link while others use it).
     GemmOptions resident_options = with_plan_tiles(options, report.plan);
     resident_options.measure_rates = false;
+    // A window's first and last tiles are not the problem's: every tile one GEMM call
+    // per k chunk, as in a single-device run with one_call_per_chunk.
+    resident_options.one_call_per_chunk = true;
     std::vector<char> resident(devices.size(), 0);
     {
         GemmOptions o = resident_options;
@@ -222,6 +226,8 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
                 Windows w(a, b, c, sink_mutex, problem, options, cut.units[*u]);
                 GemmOptions o = options;
                 o.progress = {};
+                o.c_slots = 0;  // planned for the unit alone
+                o.one_call_per_chunk = true;
                 o.next_tiles = {};
                 o.tile_written = {};
                 o.staging_cache = caches[d].get();

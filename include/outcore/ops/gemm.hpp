@@ -100,6 +100,12 @@ struct GemmOptions {
     /// 15 % slower (BENCHMARKS.md, "Ninth run"). Off: a tile's chunks run on one
     /// lane, consecutive tiles alternate.
     bool split_c_tiles = false;
+    /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
+    /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits
+    /// one GEMM into several calls, which may sum in another order; with this set C is
+    /// bit for bit the same however the tiles are shared out. gemm_on_devices sets it
+    /// for its runs, so its C equals one device's gemm with it set.
+    bool one_call_per_chunk = false;
     /// Hands the call its C tiles run by run instead of all of them (gemm_on_devices:
     /// devices sharing one panel's tiles, each keeping the panel resident across its
     /// runs). Called on the calling thread before each run, once no more of the tiles
@@ -144,7 +150,8 @@ struct GemmReport {
     bool c_tiles_split = false;
     /// Column parts the run's last C tile was computed (its last k chunk) and
     /// downloaded in, so the run ends one part's download after its last GEMM; 1: whole.
-    /// Each part past the first adds a GEMM call plan.kernel_calls does not count.
+    /// Each part past the first adds a GEMM call plan.kernel_calls does not count; 1
+    /// also for a run that did not compute the problem's last tile.
     std::uint64_t drain_parts = 1;
 };
 

@@ -531,7 +531,9 @@ TEST(GemmDevicesReuse, EqualsTheSingleDeviceResultBitForBit) {
         c.poison();
         outcore::io::HostMatrix hs = single.host(), hc = c.host();
         auto owned = cpu_devices(count);
-        const outcore::ops::GemmReport s = outcore::ops::gemm(*owned[0], ha, hb, hs, o);
+        GemmOptions one_call = o;  // what gemm_on_devices promises to equal
+        one_call.one_call_per_chunk = true;
+        const outcore::ops::GemmReport s = outcore::ops::gemm(*owned[0], ha, hb, hs, one_call);
         const outcore::ops::MultiGemmReport r = outcore::ops::gemm_on_devices(pointers(owned), ha, hb, hc, o);
         SCOPED_TRACE(testing::Message()
                      << count << " devices, " << m << "x" << n << "x" << k << " "
@@ -553,6 +555,41 @@ TEST(GemmDevicesReuse, EqualsTheSingleDeviceResultBitForBit) {
         } else {
             EXPECT_EQ(r.bytes_moved, s.bytes_moved);
         }
+        for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
+    }
+}
+
+// Tiles where one device's run would split GEMMs (the first chunk in k-pieces, the
+// last tile's last chunk in column parts): windows of a multi-device run are not the
+// problem, so its runs make one call per chunk, and C equals a single-device run with
+// one_call_per_chunk bit for bit, whichever device took which panel.
+TEST(GemmDevicesReuse, TilesThatOneRunWouldSplitStayBitExact) {
+    std::mt19937_64 rng(outcore::test::seed());
+    using outcore::tile::GemmSchedule;
+    for (const GemmSchedule schedule : {GemmSchedule::APanelResident, GemmSchedule::SquareC}) {
+        GemmOptions o;
+        o.type = DType::F32;
+        o.budget_bytes = 16 * kMiB;
+        o.measure_rates = false;
+        o.schedule = schedule;
+        o.tile_m = 128, o.tile_n = 256, o.tile_k = 1024;  // pieces of 256, drain parts of 128
+        Matrix a(384, 1024, DType::F32, Layout::ColMajor), b(1024, 768, DType::F32, Layout::ColMajor);
+        a.randomize(rng);
+        b.randomize(rng);
+        const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+        Matrix split(384, 768, DType::F32, Layout::ColMajor), whole = split, multi = split;
+        outcore::io::HostMatrix hsplit = split.host(), hwhole = whole.host(), hmulti = multi.host();
+        auto owned = cpu_devices(3);
+        const outcore::ops::GemmReport r = outcore::ops::gemm(*owned[0], ha, hb, hsplit, o);
+        EXPECT_EQ(r.drain_parts, 2U) << "one run drains its last tile in parts";
+        GemmOptions one_call = o;
+        one_call.one_call_per_chunk = true;
+        const outcore::ops::GemmReport w = outcore::ops::gemm(*owned[0], ha, hb, hwhole, one_call);
+        EXPECT_EQ(w.drain_parts, 1U);
+        EXPECT_EQ(w.pipeline.compute_count, w.plan.kernel_calls);
+        EXPECT_GT(r.pipeline.compute_count, w.pipeline.compute_count);  // pieces and parts
+        (void)outcore::ops::gemm_on_devices(pointers(owned), ha, hb, hmulti, o);
+        EXPECT_TRUE(multi.storage == whole.storage) << to_string(schedule);
         for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
     }
 }

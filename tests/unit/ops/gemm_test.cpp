@@ -6,6 +6,8 @@
 // Every run must stay within its budget (the Budget adaptor under the pipeline would
 // throw; the peak is also checked) and give every byte back; a source or sink that
 // fails mid-run must surface exactly its error. Suites named *Threads also run under TSan.
+// Over 800 lines: every test shares run_case and the operand helpers above it, which
+// check what each run promises; splitting the file would mean a header for them alone.
 #include "outcore/ops/gemm.hpp"
 
 #include <fmt/format.h>
@@ -439,9 +441,6 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
     expect_nothing_held(*device);
 }
 
-// A single resident panel (all of A, or all of B) with its first tiles grouped k
-// outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
-// plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
 // An option that needs forced tiles, set on a planned run: a UsageError.
 void expect_refused_when_planned(Device& device, std::mt19937_64& rng,
                                  const std::function<void(GemmOptions&)>& set) {
@@ -484,10 +483,10 @@ TEST(Gemm, TheLastTileDrainsInColumnParts) {
             const GemmReport r = run_case(*device, cs, rng);
             EXPECT_EQ(r.drain_parts, 2U);
             EXPECT_EQ(r.pipeline.download_count, 5U * 2 + 4);
-            // The last tile 96 wide (736 = 2 × 256 + 224, parts of 128: 128 + 96).
+            // The last tile 224 wide (736 = 2 × 256 + 224): parts of 128 and 96.
             cs.n = 736;
             EXPECT_EQ(run_case(*device, cs, rng).drain_parts, 2U);
-            cs.n = 600;  // the last tile 88 wide: one part
+            cs.n = 600;  // the last tile 88 wide, one part: no regions at all
             EXPECT_EQ(run_case(*device, cs, rng).drain_parts, 1U);
             // The last row 8 high (200 = 3 × 64 + 8): no parts, one download per tile.
             cs.n = 768;
@@ -531,6 +530,9 @@ TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
     expect_refused_when_planned(*device, rng, [](GemmOptions& o) { o.c_slots = 3; });
 }
 
+// A single resident panel (all of A, or all of B) with its first tiles grouped k
+// outer (GemmPlan::group): the result, the bytes moved and the budget are as for any
+// plan. A group larger than the panel's tiles, or on a plan of several panels, is refused.
 TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();

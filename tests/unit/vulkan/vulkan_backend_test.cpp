@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <random>
 #include <set>
 #include <string_view>
@@ -433,8 +434,13 @@ TEST_F(VulkanTest, WaitsWithNoCommandBetweenThemShareOneSubmission) {
             filled.push_back(dev().create_event());
             up->record(*filled.back());
         }
+        // The compute worker waits here until every wait and the copy are queued, so it
+        // never finds its FIFO empty between them (an idle queue submits what it has).
+        std::promise<void> queued;
+        compute->host_task([ready = queued.get_future().share()] { ready.wait(); });
         for (const auto& e : filled) compute->wait(*e);
         compute->copy(x, y);
+        queued.set_value();
         compute->synchronize();
         std::vector<std::byte> back(kWaits * 4096);
         compute->download(y, back.data());
