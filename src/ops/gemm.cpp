@@ -70,7 +70,8 @@ private:
 /// goes up piece by piece, and the run's first GEMM is issued per piece, so the device
 /// starts after the first piece; later GEMMs read every piece at once. Square-C runs
 /// stream their A chunks the same way (the Vulkan plan's first GEMM waited 4.5 ms on
-/// an H100 for a 96 MiB A chunk and its B chunk). Only where a piece is contiguous in
+/// an H100 for a 96 MiB A chunk and its B chunk), where A is device-readable (packed
+/// pieces would each hold a chunk-sized staging buffer). Only where a piece is contiguous in
 /// the slot (A not transposed: chunks are on × kn, column-major) and every tile row
 /// has the same rows (the regions are cut for them); neither with split_c_tiles nor
 /// with GemmOptions::one_call_per_chunk.
@@ -385,8 +386,10 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::vector<std::vector<tile::SlotId>> a_pieces;
     std::uint64_t piece_k = 0;
     const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
-    if ((a_panel || a_streamed) && !a_cut.k_rows && !options.one_call_per_chunk && !options.split_c_tiles &&
-        (outer_count == 1 || problem.m % plan.tile_m == 0)) {
+    // Streamed (square-C) A only from device-readable memory: a packed piece would hold
+    // a whole chunk's staging buffer, so a chunk's pieces would fill the staging ring.
+    if ((a_panel || (a_streamed && a_direct)) && !a_cut.k_rows && !options.one_call_per_chunk &&
+        !options.split_c_tiles && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
         piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
         const std::uint64_t on0 = panel_extent(0).second;
         if (piece_k < plan.tile_k) {

@@ -845,6 +845,14 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                 GemmOptions o = options_for(cs);
                 o.c_in = &c0;
                 o.budget_bytes = cs.budget_bytes;
+                // Square-C streams A in pieces only from device-readable memory.
+                const bool square = s == GemmSchedule::SquareC;
+                if (square) {
+                    a.set_device_readable(true);
+                    HostMatrix packed = ops.a.host();
+                    const GemmReport whole = outcore::ops::gemm(*device, packed, b, c, o);
+                    EXPECT_EQ(whole.pipeline.compute_count, whole.plan.kernel_calls) << "packed A: no pieces";
+                }
                 const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
                 EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
                           error_bound(cs.type, cs.compute, cs.k));
