@@ -127,16 +127,30 @@ GemmOptions options_for(const Case& cs) {
     return o;
 }
 
+/// A case's operands with host views of them, and its options with the input C set
+/// (c_in points into the object: not copyable).
+struct Bound {
+    Operands ops;
+    HostMatrix a, b, c, c0;
+    GemmOptions o;
+    Bound(const Case& cs, std::mt19937_64& rng)
+        : ops(cs, rng),
+          a(ops.a.host()),
+          b(ops.b.host()),
+          c(ops.c.host()),
+          c0(ops.c0.host()),
+          o(options_for(cs)) {
+        o.c_in = &c0;
+    }
+    Bound(const Bound&) = delete;
+    Bound& operator=(const Bound&) = delete;
+};
+
 /// Runs one case end to end and checks everything a run promises.
 GemmReport run_case(Device& device, const Case& cs, std::mt19937_64& rng) {
     SCOPED_TRACE(describe(cs));
-    Operands ops(cs, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    HostMatrix c0 = ops.c0.host();
-    GemmOptions o = options_for(cs);
-    o.c_in = &c0;
+    Bound bound(cs, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
     o.budget_bytes = 1;  // replaced below; gemm_limits only reads the device here
     const outcore::tile::GemmProblem problem = outcore::ops::gemm_problem(a, b, c, o);
     const outcore::tile::PlanLimits limits = outcore::ops::gemm_limits(device, o);
@@ -302,13 +316,8 @@ TEST(Gemm, BudgetAtTheMinimumJustAboveAndFarAbove) {
         cs.trans_a = rng() % 2 == 0;
         cs.trans_b = rng() % 2 == 0;
         cs.beta = t % 3 == 0 ? -0.75 : 0.0;
-        Operands ops(cs, rng);
-        HostMatrix a = ops.a.host();
-        HostMatrix b = ops.b.host();
-        HostMatrix c = ops.c.host();
-        GemmOptions o = options_for(cs);
-        HostMatrix c0 = ops.c0.host();
-        o.c_in = &c0;
+        Bound bound(cs, rng);
+        auto& [ops, a, b, c, c0, o] = bound;
         o.budget_bytes = 1;
         const std::uint64_t minimum = outcore::tile::gemm_minimum_budget(
             outcore::ops::gemm_problem(a, b, c, o), outcore::ops::gemm_limits(*device, o));
@@ -356,13 +365,8 @@ TEST(GemmThreads, PanelRingsWithEveryPrefetchDepth) {
             cs.beta = rng() % 2 == 0 ? 0.0 : 0.5;
             // The fixed tiles' footprint without prefetch (or a third C slot), and one
             // panel chunk.
-            Operands ops(cs, rng);
-            HostMatrix a = ops.a.host();
-            HostMatrix b = ops.b.host();
-            HostMatrix c = ops.c.host();
-            HostMatrix c0 = ops.c0.host();
-            GemmOptions o = options_for(cs);
-            o.c_in = &c0;
+            Bound bound(cs, rng);
+            auto& [ops, a, b, c, c0, o] = bound;
             o.budget_bytes = outcore::kGiB;
             const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
             const std::uint64_t chunk =
@@ -444,12 +448,8 @@ TEST(Gemm, ReducedPrecisionWhereTheBackendHasIt) {
 // An option that needs forced tiles, set on a planned run: a UsageError.
 void expect_refused_when_planned(Device& device, std::mt19937_64& rng,
                                  const std::function<void(GemmOptions&)>& set) {
-    Case planned{.m = 40, .n = 40, .k = 40};
-    Operands ops(planned, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    GemmOptions o = options_for(planned);
+    Bound bound(Case{.m = 40, .n = 40, .k = 40}, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
     o.budget_bytes = 64 * outcore::kMiB;
     set(o);
     EXPECT_THROW((void)outcore::ops::gemm(device, a, b, c, o), outcore::UsageError);
@@ -573,12 +573,9 @@ TEST(Gemm, ASinglePanelGroupsItsFirstTilesKOuter) {
 TEST(Gemm, MismatchedOperandsAreUsageErrors) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
-    Case cs{.m = 8, .n = 6, .k = 5};
-    Operands ops(cs, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    GemmOptions o = options_for(cs);
+    Bound bound(Case{.m = 8, .n = 6, .k = 5}, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
+    o.c_in = nullptr;  // β = 0
     o.budget_bytes = outcore::kMiB;
     o.trans_a = true;  // op(A) is now 5x8: k disagrees
     EXPECT_THROW((void)outcore::ops::gemm(*device, a, b, c, o), outcore::UsageError);
@@ -678,13 +675,8 @@ TEST(Gemm, MeasuredRatesFeedThePlanner) {
     EXPECT_EQ(&outcore::tile::cached_rates(*device, DType::F32), &rates);  // one entry per device
     EXPECT_GT(outcore::tile::cached_rates(*device, DType::F64).f64_flops, 0.0);
     Case cs{.m = 300, .n = 250, .k = 200, .type = DType::F32, .beta = 0.5};
-    Operands ops(cs, rng);
-    HostMatrix a = ops.a.host();
-    HostMatrix b = ops.b.host();
-    HostMatrix c = ops.c.host();
-    HostMatrix c0 = ops.c0.host();
-    GemmOptions o = options_for(cs);
-    o.c_in = &c0;
+    Bound bound(cs, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
     o.measure_rates = true;
     o.budget_bytes = (300 * 200 + 200 * 250 + 300 * 250) * 4 / 4;
     const outcore::tile::PlanLimits limits = outcore::ops::gemm_limits(*device, o);
@@ -740,14 +732,9 @@ TEST(Gemm, DirectOperandsArePlannedWithTheirCopyRates) {
             Case cs{
                 .m = 300, .n = 250, .k = 200, .type = DType::F32, .trans_a = ta, .trans_b = tb, .beta = 0.5};
             SCOPED_TRACE(describe(cs));
-            Operands ops(cs, rng);
-            HostMatrix a = ops.a.host();
-            HostMatrix b = ops.b.host();
-            HostMatrix c = ops.c.host();
-            HostMatrix c0 = ops.c0.host();
+            Bound bound(cs, rng);
+            auto& [ops, a, b, c, c0, o] = bound;
             for (HostMatrix* m : {&a, &b, &c, &c0}) m->set_device_readable(true);
-            GemmOptions o = options_for(cs);
-            o.c_in = &c0;
             o.measure_rates = true;
             o.budget_bytes = (300 * 200 + 200 * 250 + 2 * 300 * 250) * 4 / 5;
             const outcore::tile::GemmPlan plan = outcore::ops::plan_gemm(*device, a, b, c, o);
@@ -837,13 +824,8 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                         .tile_n = 96,
                         .tile_k = 1024};
                 SCOPED_TRACE(describe(cs));
-                Operands ops(cs, rng);
-                HostMatrix a = ops.a.host();
-                HostMatrix b = ops.b.host();
-                HostMatrix c = ops.c.host();
-                HostMatrix c0 = ops.c0.host();
-                GemmOptions o = options_for(cs);
-                o.c_in = &c0;
+                Bound bound(cs, rng);
+                auto& [ops, a, b, c, c0, o] = bound;
                 o.budget_bytes = cs.budget_bytes;
                 // Square-C streams A in pieces only from device-readable memory.
                 const bool square = s == GemmSchedule::SquareC;
