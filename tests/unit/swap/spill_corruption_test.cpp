@@ -108,6 +108,15 @@ TEST(SpillCorruption, EveryBitFlipTruncationAndStalePageIsDetected) {
                 const std::uint64_t page_offset = start + page_in_slot * FilePage::kBytes;
                 const FilePage old_page(spill.fd(), page_offset);
                 std::vector<std::byte> newer = random_bytes(rng, v.slot.bytes);
+                // A page holding a byte or two of the slot could come out the same (one
+                // seed in CI drew that): make the new version differ on it.
+                const std::uint64_t first = page_in_slot * FilePage::kBytes;
+                const std::uint64_t span = std::min<std::uint64_t>(FilePage::kBytes, v.slot.bytes - first);
+                const auto at = static_cast<std::ptrdiff_t>(first);
+                if (std::equal(newer.begin() + at, newer.begin() + at + static_cast<std::ptrdiff_t>(span),
+                               v.data.begin() + at)) {
+                    newer[first] ^= std::byte{1};
+                }
                 spill.free(v.slot);
                 const SpillSlot s = spill.write(newer);
                 ASSERT_EQ(s.index, v.slot.index) << "the rewrite went to another slot";
