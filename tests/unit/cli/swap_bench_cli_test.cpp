@@ -223,6 +223,15 @@ TEST(SwapBenchCli, ThreadsVerifyEveryByteAndReportBothWays) {
         }
         // The store moves units with its lock released, each transfer on its own pooled
         // queue: a dirty eviction of one thread is in flight while another swaps in.
+        // Whether two short runs catch it is up to the scheduler: on a loaded 2-core
+        // machine one did not (a clean-clone run, 2026-12-06), so up to three more runs.
+        for (int again = 0; overlapped == 0.0 && again < 3; ++again) {
+            const CliRun more = run_cli(s, args);
+            ASSERT_EQ(more.exit_code, 0) << what << ": " << more.err;
+            const nlohmann::json k = nlohmann::json::parse(c.text ? read_all(file) : more.out);
+            for (const nlohmann::json& run : k["runs"])
+                overlapped += run["both_directions_seconds"].get<double>();
+        }
         EXPECT_GT(overlapped, 0.0) << what << ": swap-outs and swap-ins never overlapped";
     }
     EXPECT_TRUE(s.entries().empty());
