@@ -117,16 +117,19 @@ struct Matrix {
 };
 
 /// α·op(A)·op(B) + β·C0 in float64, column-major m × n.
-inline std::vector<double> reference(const Matrix& a, const Matrix& b, const Matrix* c0,
-                                     const GemmOptions& o) {
+/// With `magnitudes`, the same sums of absolute values (|α|·|A|·|B| + |β|·|C0|): the
+/// scale roundoff is relative to where the terms cancel.
+inline std::vector<double> reference(const Matrix& a, const Matrix& b, const Matrix* c0, const GemmOptions& o,
+                                     bool magnitudes = false) {
+    auto mag = [magnitudes](double v) { return magnitudes ? std::fabs(v) : v; };
     const std::uint64_t m = o.trans_a ? a.cols : a.rows;
     const std::uint64_t k = o.trans_a ? a.rows : a.cols;
     const std::uint64_t n = o.trans_b ? b.rows : b.cols;
     std::vector<double> opa(static_cast<std::size_t>(m * k));
     std::vector<double> opb(static_cast<std::size_t>(k * n));
     for (std::uint64_t p = 0; p < k; ++p) {
-        for (std::uint64_t i = 0; i < m; ++i) opa[i + p * m] = o.trans_a ? a.get(p, i) : a.get(i, p);
-        for (std::uint64_t j = 0; j < n; ++j) opb[p + j * k] = o.trans_b ? b.get(j, p) : b.get(p, j);
+        for (std::uint64_t i = 0; i < m; ++i) opa[i + p * m] = mag(o.trans_a ? a.get(p, i) : a.get(i, p));
+        for (std::uint64_t j = 0; j < n; ++j) opb[p + j * k] = mag(o.trans_b ? b.get(j, p) : b.get(p, j));
     }
     std::vector<double> out(static_cast<std::size_t>(m * n), 0.0);
     for (std::uint64_t j = 0; j < n; ++j) {
@@ -137,7 +140,7 @@ inline std::vector<double> reference(const Matrix& a, const Matrix& b, const Mat
             for (std::uint64_t i = 0; i < m; ++i) col[i] += acol[i] * bv;
         }
         for (std::uint64_t i = 0; i < m; ++i) {
-            col[i] = o.alpha * col[i] + (c0 != nullptr ? o.beta * c0->get(i, j) : 0.0);
+            col[i] = mag(o.alpha) * col[i] + (c0 != nullptr ? mag(o.beta) * mag(c0->get(i, j)) : 0.0);
         }
     }
     return out;
@@ -154,6 +157,24 @@ inline double relative_error(const Matrix& c, const std::vector<double>& ref) {
             const double r = ref[i + j * c.rows];
             diff += (v - r) * (v - r);
             norm += r * r;
+        }
+    }
+    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// ‖out − ref‖_F / ‖scale‖_F (scale: reference(..., true)), +inf for a non-finite
+/// element: roundoff measured against the terms' magnitudes, so a result that cancels
+/// (1×1×1 with β: a·b ≈ −β·c0) is not held to a bound relative to a tiny result.
+inline double scaled_error(const Matrix& c, const std::vector<double>& ref,
+                           const std::vector<double>& scale) {
+    double diff = 0;
+    double norm = 0;
+    for (std::uint64_t j = 0; j < c.cols; ++j) {
+        for (std::uint64_t i = 0; i < c.rows; ++i) {
+            const double v = c.get(i, j);
+            if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
+            diff += (v - ref[i + j * c.rows]) * (v - ref[i + j * c.rows]);
+            norm += scale[i + j * c.rows] * scale[i + j * c.rows];
         }
     }
     return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
