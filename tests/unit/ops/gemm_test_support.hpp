@@ -146,22 +146,6 @@ inline std::vector<double> reference(const Matrix& a, const Matrix& b, const Mat
     return out;
 }
 
-/// ‖out − ref‖_F / ‖ref‖_F, or +inf if any element is not finite (NaN never passes).
-inline double relative_error(const Matrix& c, const std::vector<double>& ref) {
-    double diff = 0;
-    double norm = 0;
-    for (std::uint64_t j = 0; j < c.cols; ++j) {
-        for (std::uint64_t i = 0; i < c.rows; ++i) {
-            const double v = c.get(i, j);
-            if (!std::isfinite(v)) return std::numeric_limits<double>::infinity();
-            const double r = ref[i + j * c.rows];
-            diff += (v - r) * (v - r);
-            norm += r * r;
-        }
-    }
-    return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
-
 /// ‖out − ref‖_F / ‖scale‖_F (scale: reference(..., true)), +inf for a non-finite
 /// element: roundoff measured against the terms' magnitudes, so a result that cancels
 /// (1×1×1 with β: a·b ≈ −β·c0) is not held to a bound relative to a tiny result.
@@ -178,6 +162,11 @@ inline double scaled_error(const Matrix& c, const std::vector<double>& ref,
         }
     }
     return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+/// ‖out − ref‖_F / ‖ref‖_F, or +inf if any element is not finite (NaN never passes).
+inline double relative_error(const Matrix& c, const std::vector<double>& ref) {
+    return scaled_error(c, ref, ref);
 }
 
 /// The bound a correct kernel meets: a few units of roundoff growing like √k.
