@@ -64,17 +64,16 @@ private:
     std::mutex mutex_;
 };
 
-/// The first GEMM of an A-panel run waits for a whole panel chunk (1 GiB for the f32
-/// plan on the H200, 20-25 ms at the link's rate) before the device does anything.
-/// Each A ring slot is therefore made of kFirstChunkPieces regions along k, every chunk
-/// goes up piece by piece, and the run's first GEMM is issued per piece, so the device
-/// starts after the first piece; later GEMMs read every piece at once. Square-C runs
-/// stream their A chunks the same way (the Vulkan plan's first GEMM waited 4.5 ms on
-/// an H100 for a 96 MiB A chunk and its B chunk), where A is device-readable (packed
-/// pieces would each hold a chunk-sized staging buffer). Only where a piece is contiguous in
-/// the slot (A not transposed: chunks are on × kn, column-major) and every tile row
-/// has the same rows (the regions are cut for them); neither with split_c_tiles nor
-/// with GemmOptions::one_call_per_chunk.
+/// The first GEMM of an A-panel run waits for a whole panel chunk (1 GiB for the f32 plan on
+/// the H200, 20-25 ms at the link's rate) before the device does anything. Each A ring slot
+/// is therefore made of kFirstChunkPieces regions along k, every chunk goes up piece by
+/// piece, and the run's first GEMM is issued per piece, so the device starts after the first
+/// piece; later GEMMs read every piece at once. Square-C runs stream their A chunks the same
+/// way (the Vulkan plan's first GEMM waited 4.5 ms on an H100 for a 96 MiB A chunk and its B
+/// chunk), where A is device-readable (packed pieces would each hold a chunk-sized staging
+/// buffer). Only where a piece is contiguous in the slot (A not transposed: chunks are on ×
+/// kn, column-major) and every tile row has the same rows (the regions are cut for them);
+/// neither with split_c_tiles nor with GemmOptions::one_call_per_chunk.
 constexpr std::uint64_t kFirstChunkPieces = 4;
 
 /// The run's last C tile drains in this many column parts: its last k chunk is

@@ -22,15 +22,15 @@
 // at once), so the panel's k-chunk slots stay on the device and
 // are uploaded once per visit, not once per unit: a split panel costs one upload per
 // device that works on it instead of one per piece. That GEMM runs the whole problem's
-// tiles (schedule, tile_m/n/k, group), so its slots are those of the plan's own panel
-// (no memory beyond what one device's plan holds, checked against each device's own
-// budget) and every C tile is computed exactly as on one device: C is bit for bit the
-// single-device result with GemmOptions::one_call_per_chunk (which these runs set: a
-// window's first and last tiles are not the problem's, so the first-chunk pieces and
-// the last tile's drain parts, which may sum in another order, are left out). A device whose budget cannot
-// hold those tiles runs each unit as its own GEMM, planned for that unit alone (as without reuse).
-// DeviceShare::runs counts the GEMMs (for panel plans, each uploads its panel once; square-tile plans have no
-// resident panel and gain only the bit-exact tiles).
+// tiles (schedule, tile_m/n/k, group), so its slots are those of the plan's own panel (no
+// memory beyond what one device's plan holds, checked against each device's own budget) and
+// every C tile is computed exactly as on one device: C is bit for bit the single-device
+// result with GemmOptions::one_call_per_chunk (which these runs set: a window's first and
+// last tiles are not the problem's, so the first-chunk pieces and the last tile's drain
+// parts, which may sum in another order, are left out). A device whose budget cannot hold
+// those tiles runs each unit as its own GEMM, planned for that unit alone (as without
+// reuse). DeviceShare::runs counts the GEMMs (for panel plans, each uploads its panel once;
+// square-tile plans have no resident panel and gain only the bit-exact tiles).
 //
 // Each GEMM has its device's own plan, budget (GemmOptions::budget_bytes, or each
 // device's recommended working set), queues, heap and staging (pinned buffers and slot

@@ -150,12 +150,12 @@ inline constexpr std::size_t kMaxShapeProbes = 6;
 /// As plan_gemm, restricted to one schedule (benchmarks, tests, expert overrides).
 [[nodiscard]] GemmPlan plan_gemm(const GemmProblem& problem, const PlanLimits& limits, GemmSchedule schedule);
 
-/// The plan with exactly these tiles, schedule, GemmPlan::group and `c_slots` C
-/// slots (0: as plan_gemm would choose them for these tiles), costed as plan_gemm
-/// would (tiles are clamped to their extents). Throws UsageError when it does not fit the budget or
-/// max_buffer_bytes, a group > 1 is asked of a plan with more than one panel, or
-/// c_slots is 1 or more than the C tiles. A group needs a C slot per tile: c_slots
-/// below it are raised to it. For comparing against hand-picked plans.
+/// The plan with exactly these tiles, schedule, GemmPlan::group and `c_slots` C slots (0: as
+/// plan_gemm would choose them for these tiles), costed as plan_gemm would (tiles are clamped
+/// to their extents). Throws UsageError when it does not fit the budget or max_buffer_bytes,
+/// a group > 1 is asked of a plan with more than one panel, or c_slots is 1 or more than the
+/// C tiles. A group needs a C slot per tile: c_slots below it are raised to it. For comparing
+/// against hand-picked plans.
 [[nodiscard]] GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits,
                                        GemmSchedule schedule, std::uint64_t tile_m, std::uint64_t tile_n,
                                        std::uint64_t tile_k, std::uint32_t group = 1,
