@@ -62,6 +62,21 @@ struct TracedTiming {
 [[nodiscard]] Timing in_core_gemm(Device& dev, DType type, GemmCompute compute, const void* a, const void* b,
                                   void* c, std::uint64_t n, int warmup, int reps);
 
+/// How much longer GEMM tiles take with copies beside them: `gemms` back-to-back
+/// m × n × k float32 GEMMs (beta 1, random device-resident operands) on a Compute
+/// queue, alone and with `copy_bytes` going down on a Download queue, up on an Upload
+/// queue, and both, each issued with the first GEMM. Medians of `reps`, in seconds from
+/// the first command to the last queue synchronized; the copies must end before the
+/// GEMMs do for the difference to be what the copies cost the GEMMs.
+struct BesideCopies {
+    double alone = 0, download = 0, upload = 0, both = 0;
+    double copy_alone = 0;                              ///< the download by itself
+    double download_cached = 0, copy_cached_alone = 0;  ///< the same into HostCached memory
+    [[nodiscard]] nlohmann::json to_json() const;
+};
+[[nodiscard]] BesideCopies gemm_beside_copies(Device& dev, std::uint64_t m, std::uint64_t n, std::uint64_t k,
+                                              int gemms, std::uint64_t copy_bytes, int reps);
+
 /// Uniform values in [−1, 1) from `seed`, written by all cores.
 void fill_random(float* data, std::uint64_t count, std::uint64_t seed);
 /// Rounds float32 to bfloat16 (nearest even), all cores; dst holds 2-byte values.

@@ -145,6 +145,76 @@ Timing in_core_gemm(Device& dev, DType type, GemmCompute compute, const void* a,
     return t;
 }
 
+nlohmann::json BesideCopies::to_json() const {
+    return {{"gemms_alone_s", alone},
+            {"beside_download_s", download},
+            {"beside_upload_s", upload},
+            {"beside_both_s", both},
+            {"download_alone_s", copy_alone},
+            {"beside_download_to_host_cached_s", download_cached},
+            {"download_to_host_cached_alone_s", copy_cached_alone}};
+}
+
+BesideCopies gemm_beside_copies(Device& dev, std::uint64_t m, std::uint64_t n, std::uint64_t k, int gemms,
+                                std::uint64_t copy_bytes, int reps) {
+    constexpr std::uint64_t w = 4;
+    Block da = dev.allocate({.bytes = m * k * w, .kind = MemoryKind::Device, .tag = "bench.beside.a"});
+    Block db = dev.allocate({.bytes = k * n * w, .kind = MemoryKind::Device, .tag = "bench.beside.b"});
+    Block dc = dev.allocate({.bytes = m * n * w, .kind = MemoryKind::Device, .tag = "bench.beside.c"});
+    Block dx =
+        dev.allocate({.bytes = 2 * copy_bytes, .kind = MemoryKind::Device, .tag = "bench.beside.copy"});
+    PinnedArray host(dev, 2 * copy_bytes, "bench.beside.host");
+    Block cached =
+        dev.allocate({.bytes = copy_bytes, .kind = MemoryKind::HostCached, .tag = "bench.beside.cached"});
+    auto compute = dev.create_queue(QueueRole::Compute);
+    auto up = dev.create_queue(QueueRole::Upload);
+    auto down = dev.create_queue(QueueRole::Download);
+    {  // random A and B (zeros would run at a power draw real data does not)
+        PinnedArray values(dev, std::max(m * k, k * n) * w, "bench.beside.values");
+        fill_random(values.floats(), values.bytes() / w, 3);
+        compute->upload(values.data(), BufferView(da));
+        compute->upload(values.data(), BufferView(db));
+        compute->fill(BufferView(dc), std::byte{0});
+        compute->synchronize();
+    }
+    const GemmTileArgs args{.type = DType::F32,
+                            .m = m,
+                            .n = n,
+                            .k = k,
+                            .a = BufferView(da),
+                            .lda = m,
+                            .b = BufferView(db),
+                            .ldb = k,
+                            .c = BufferView(dc),
+                            .ldc = m,
+                            .alpha = 1.0,
+                            .beta = 1.0};
+    const BufferView down_src(dx, 0, copy_bytes);
+    const BufferView up_dst(dx, copy_bytes, copy_bytes);
+    auto run = [&](bool with_down, bool with_up, bool with_gemms, bool to_cached = false) {
+        return time_reps(1, reps,
+                         [&] {
+                             if (with_down) down->download(down_src, to_cached ? cached.host() : host.data());
+                             if (with_up) up->upload(host.data() + copy_bytes, up_dst);
+                             if (with_gemms)
+                                 for (int i = 0; i < gemms; ++i) dev.kernels().gemm(*compute, args);
+                             compute->synchronize();
+                             down->synchronize();
+                             up->synchronize();
+                         })
+            .median();
+    };
+    BesideCopies r;
+    r.alone = run(false, false, true);
+    r.download = run(true, false, true);
+    r.upload = run(false, true, true);
+    r.both = run(true, true, true);
+    r.copy_alone = run(true, false, false);
+    r.download_cached = run(true, false, true, true);
+    r.copy_cached_alone = run(true, false, false, true);
+    return r;
+}
+
 void fill_random(float* data, std::uint64_t count, std::uint64_t seed) {
     constexpr std::uint64_t kBlock = 1 << 20;
     parallel_for((count + kBlock - 1) / kBlock, [&](std::uint64_t b0, std::uint64_t b1) {

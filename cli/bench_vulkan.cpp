@@ -51,6 +51,7 @@ struct VulkanBenchFlags {
     bool force = false;
     bool skip_cuda = false;
     bool skip_copies = false;
+    bool skip_beside = false;
     std::vector<std::string> explore;  // SCHEDULE:MxNxK[:gG][:cC]: out-of-core with forced tiles
 };
 
@@ -201,8 +202,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
     const std::string best_name = tile_name(bt);
 
     // --- in-core cuBLAS SGEMM, the baseline -------------------------------------
+    std::unique_ptr<Device> cuda;  // also times the tile GEMMs beside copies, below
     if (!f.skip_cuda) {
-        std::unique_ptr<Device> cuda;
         try {
             cuda = open_device("cuda", make_config(globals));
         } catch (const Error& e) {
@@ -278,6 +279,31 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                            .staging_cache = &staging,
                            .device_cache = &slots};
         const tile::GemmPlan plan = ops::plan_gemm(*dev, ma, mb, mc, o);
+        if (!f.skip_beside) {
+            // What a C tile's download (and the uploads) cost the plan's tile GEMMs, here
+            // and through cuBLAS on the same card when the CUDA baseline ran.
+            constexpr int kGemms = 4;
+            const std::uint64_t c_bytes = plan.tile_m * plan.tile_n * 4;
+            nlohmann::json beside;
+            for (Device* d : {dev.get(), cuda.get()}) {
+                if (d == nullptr) continue;
+                const BesideCopies bc =
+                    gemm_beside_copies(*d, plan.tile_m, plan.tile_n, plan.tile_k, kGemms, c_bytes, reps);
+                const std::string who = d == dev.get() ? "vulkan" : "cuda";
+                beside[who] = bc.to_json();
+                auto ms = [](double s) { return fmt::format("{:.2f} ms", s * 1e3); };
+                say(fmt::format(
+                    "{}: {} tile GEMMs {}x{}x{}: {} alone; {:+.2f} ms beside a {} download ({} by "
+                    "itself), {:+.2f} ms beside an upload of as much, {:+.2f} ms beside both",
+                    who, kGemms, plan.tile_m, plan.tile_n, plan.tile_k, ms(bc.alone),
+                    (bc.download - bc.alone) * 1e3, format_size(c_bytes), ms(bc.copy_alone),
+                    (bc.upload - bc.alone) * 1e3, (bc.both - bc.alone) * 1e3));
+                say(fmt::format(
+                    "{}: the download into HostCached memory: {:+.2f} ms beside them ({} by itself)", who,
+                    (bc.download_cached - bc.alone) * 1e3, ms(bc.copy_cached_alone)));
+            }
+            record["gemm_beside_copies"] = beside;
+        }
         ops::GemmReport last;
         const Timing tm =
             time_reps(warmup, reps, [&] { last = ops::execute_gemm(*dev, plan, ma, mb, mc, o); });
@@ -406,6 +432,8 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
         ->expected(0, 1);
     vk->add_flag("--skip-cuda", f->skip_cuda, "Skip the cuBLAS baseline");
     vk->add_flag("--skip-copies", f->skip_copies, "Skip the 2-D upload rates by run length");
+    vk->add_flag("--skip-beside", f->skip_beside,
+                 "Skip timing the plan's tile GEMMs beside a C tile's download and an upload");
     vk->add_option("--trace", f->trace,
                    "Trace one more out-of-core run (busy times not measured) to FILE (device times where the "
                    "device has calibrated timestamps; docs/tracing.md)")

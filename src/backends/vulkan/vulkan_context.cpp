@@ -147,6 +147,33 @@ std::uint32_t pick_type(const VkPhysicalDeviceMemoryProperties& m, MemoryKind ki
     return best;
 }
 
+/// "memory types 0 device-local (heap 0), 1 host-visible|host-coherent (heap 1), …;
+/// device → 0, host-pinned → 1, host-cached → 2": what OUTCORE_LOG=info shows.
+template <typename Types>
+std::string describe_memory(const VkPhysicalDeviceMemoryProperties& m, const Types& picked) {
+    std::string types;
+    for (std::uint32_t t = 0; t < m.memoryTypeCount; ++t) {
+        const VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
+        std::string flags;
+        for (const auto& [bit, name] : {std::pair{VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, "device-local"},
+                                        std::pair{VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT, "host-visible"},
+                                        std::pair{VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, "host-coherent"},
+                                        std::pair{VK_MEMORY_PROPERTY_HOST_CACHED_BIT, "host-cached"}}) {
+            if ((f & bit) != 0) {
+                if (!flags.empty()) flags += '|';
+                flags += name;
+            }
+        }
+        types += fmt::format("{}{} {} (heap {})", t == 0 ? "" : ", ", t, flags.empty() ? "none" : flags,
+                             m.memoryTypes[t].heapIndex);
+    }
+    std::string kinds;
+    for (int k = 0; k < kMemoryKindCount; ++k)
+        kinds +=
+            fmt::format("{}{} → {}", k == 0 ? "" : ", ", to_string(static_cast<MemoryKind>(k)), picked[k]);
+    return fmt::format("memory types {}; {}", types, kinds);
+}
+
 }  // namespace
 
 // --- Instance ---------------------------------------------------------------------
@@ -292,9 +319,47 @@ QueueChoice choose_queues(VkPhysicalDevice physical) {
         c.download = c.compute;
         c.download_index = 1;
     }
-    c.compute_used = c.download == c.compute ? 2U : 1U;
+    // OUTCORE_VULKAN_DOWNLOAD_QUEUE=F.I puts downloads on queue I of family F instead (an
+    // experiment: which VkQueue's copies slow the GEMMs beside them; backends.md).
+    if (const char* env = std::getenv("OUTCORE_VULKAN_DOWNLOAD_QUEUE"); env != nullptr && *env != '\0') {
+        unsigned f = 0, i = 0;
+        if (std::sscanf(env, "%u.%u", &f, &i) != 2 || f >= family_count || i >= c.families[f].queueCount ||
+            (c.families[f].queueFlags & (VK_QUEUE_TRANSFER_BIT | VK_QUEUE_COMPUTE_BIT)) == 0) {
+            throw UsageError(kComponent,
+                             fmt::format("OUTCORE_VULKAN_DOWNLOAD_QUEUE={}: not FAMILY.INDEX of a "
+                                         "queue that copies",
+                                         env));
+        }
+        c.download = f;
+        c.download_index = i;
+    }
+    c.compute_used = c.download == c.compute ? std::max(2U, c.download_index + 1) : 1U;
     c.has_compute2 = c.families[c.compute].queueCount > c.compute_used;
     return c;
+}
+
+std::string describe_queues(const QueueChoice& c) {
+    std::string families;
+    for (std::size_t f = 0; f < c.families.size(); ++f) {
+        const VkQueueFlags q = c.families[f].queueFlags;
+        std::string flags;
+        for (const auto& [bit, name] :
+             {std::pair{VK_QUEUE_GRAPHICS_BIT, "graphics"}, std::pair{VK_QUEUE_COMPUTE_BIT, "compute"},
+              std::pair{VK_QUEUE_TRANSFER_BIT, "transfer"}})
+            if ((q & bit) != 0) {
+                if (!flags.empty()) flags += '|';
+                flags += name;
+            }
+        families += fmt::format("{}{} {} x{}", f == 0 ? "" : ", ", f, flags.empty() ? "other" : flags,
+                                c.families[f].queueCount);
+    }
+    auto at = [](std::uint32_t f, std::uint32_t i) {
+        return f == UINT32_MAX ? std::string("none") : fmt::format("{}.{}", f, i);
+    };
+    return fmt::format("queue families {}; compute {}{}, uploads {}, downloads {}", families,
+                       at(c.compute, 0),
+                       c.has_compute2 ? fmt::format(" and {}.{}", c.compute, c.compute_used) : "",
+                       at(c.transfer, 0), at(c.download, c.download_index));
 }
 
 }  // namespace
@@ -375,6 +440,20 @@ Context::Context(std::uint32_t index) {
     vkGetPhysicalDeviceMemoryProperties(physical_, &memory_);
     for (int k = 0; k < kMemoryKindCount; ++k) {
         memory_types_[k] = pick_type(memory_, static_cast<MemoryKind>(k));
+        // OUTCORE_VULKAN_DEVICE_MEMORY_TYPE=T: Device blocks from memory type T, which must
+        // be DEVICE_LOCAL (an experiment: does a host-visible type change what copies beside
+        // the GEMMs cost them; backends.md).
+        const char* env = std::getenv("OUTCORE_VULKAN_DEVICE_MEMORY_TYPE");
+        if (env != nullptr && *env != '\0' && static_cast<MemoryKind>(k) == MemoryKind::Device) {
+            unsigned t = 0;
+            if (std::sscanf(env, "%u", &t) != 1 || t >= memory_.memoryTypeCount ||
+                (memory_.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) == 0) {
+                throw UsageError(
+                    kComponent,
+                    fmt::format("OUTCORE_VULKAN_DEVICE_MEMORY_TYPE={}: not a DEVICE_LOCAL type", env));
+            }
+            memory_types_[k] = t;
+        }
         if (memory_types_[k] == UINT32_MAX) {
             throw BackendError(kComponent,
                                fmt::format("{} has no memory type for {}", info_.name,
@@ -382,6 +461,7 @@ Context::Context(std::uint32_t index) {
                                0, "VK_ERROR_FEATURE_NOT_PRESENT");
         }
     }
+    log::info(kComponent, "vulkan:{}: {}", index, describe_memory(memory_, memory_types_));
     if (!has_device_extension(physical_, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) {
         throw BackendError(kComponent, fmt::format("{} lacks VK_KHR_push_descriptor", info_.name),
                            static_cast<std::int64_t>(VK_ERROR_EXTENSION_NOT_PRESENT),
@@ -389,6 +469,7 @@ Context::Context(std::uint32_t index) {
     }
 
     const QueueChoice qc = choose_queues(physical_);
+    log::info(kComponent, "vulkan:{}: {}", index, describe_queues(qc));
     const std::vector<VkQueueFamilyProperties>& families = qc.families;
     const std::uint32_t compute = qc.compute;
     const std::uint32_t transfer = qc.transfer;
@@ -402,13 +483,14 @@ Context::Context(std::uint32_t index) {
     has_transfer_ = transfer != UINT32_MAX;
     has_download_ = download != UINT32_MAX;
     has_compute2_ = qc.has_compute2;
-    const std::array<float, 3> priority{1.0F, 1.0F, 1.0F};
+    const std::vector<float> priority(64, 1.0F);  // one per VkQueue of a family, at most 64 here
     std::vector<VkDeviceQueueCreateInfo> queues;
-    for (const std::uint32_t f : {compute, transfer}) {
-        if (f == UINT32_MAX) continue;
-        const std::uint32_t count = f == compute    ? compute_used + (has_compute2_ ? 1U : 0U)
-                                    : f == download ? 2U
-                                                    : 1U;
+    std::vector<std::uint32_t> used;  // each family once
+    for (const std::uint32_t f : {compute, transfer, download})
+        if (f != UINT32_MAX && std::find(used.begin(), used.end(), f) == used.end()) used.push_back(f);
+    for (const std::uint32_t f : used) {
+        std::uint32_t count = f == compute ? compute_used + (has_compute2_ ? 1U : 0U) : 1U;
+        if (f == download) count = std::max(count, download_index + 1);
         queues.push_back({.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                           .pNext = nullptr,
                           .flags = 0,
