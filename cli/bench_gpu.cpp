@@ -242,6 +242,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
     // --- out-of-core GEMM from pinned host memory ------------------------------------------
     tile::StagingCache staging(dev);
     alloc::BlockCache slots(dev);  // the slots' device memory, kept across runs like the staging
+    tile::QueueCache queues(dev);  // and the pipelines' queues (cuBLAS handles and workspaces)
     io::HostMatrix ma(a.data(), n, n, n, io::Layout::ColMajor, DType::F32);
     io::HostMatrix mb(b.data(), n, n, n, io::Layout::ColMajor, DType::F32);
     io::HostMatrix ma16(a16.data(), n, n, n, io::Layout::ColMajor, DType::BF16);
@@ -317,6 +318,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .measure_busy = false,
                            .staging_cache = &staging,
                            .device_cache = &slots,
+                           .queue_cache = &queues,
                            .split_c_tiles = f.split_c};
         tile::GemmPlan plan;
         try {
@@ -455,7 +457,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ops::GemmOptions o{.type = DType::F32,
                            .budget_bytes = f32_ops / 4,
                            .staging_cache = &staging,
-                           .device_cache = &slots};
+                           .device_cache = &slots,
+                           .queue_cache = &queues};
         const tile::GemmPlan plan = ops::plan_gemm(dev, fa, fb, mc, o);
         const ops::GemmReport r = ops::execute_gemm(dev, plan, fa, fb, mc, o);
         const double err = gemm_sample_error(a.data(), b.data(), c.floats(), n, DType::F32, 16, 9);

@@ -273,11 +273,13 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
         const std::uint64_t budget = 3 * nn * 4 / 4;
         tile::StagingCache staging(*dev);
         alloc::BlockCache slots(*dev);  // NVIDIA: ~12 ms to allocate the slots, as much to free them
+        tile::QueueCache queues(*dev);  // NVIDIA: 1.7 ms to make a pipeline's queues, 3–4 ms to destroy them
         ops::GemmOptions o{.type = DType::F32,
                            .budget_bytes = budget,
                            .measure_busy = false,
                            .staging_cache = &staging,
-                           .device_cache = &slots};
+                           .device_cache = &slots,
+                           .queue_cache = &queues};
         const tile::GemmPlan plan = ops::plan_gemm(*dev, ma, mb, mc, o);
         if (!f.skip_beside) {
             // What a C tile's download (and the uploads) cost the plan's tile GEMMs, here

@@ -333,6 +333,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     po.measure_busy = options.measure_busy;
     po.staging_cache = options.staging_cache;
     po.device_cache = options.device_cache;
+    po.queue_cache = options.queue_cache;
     po.compute_lanes = lanes_for(device, options);
 
     // Declared before the pipeline: drains running on its threads use it until the

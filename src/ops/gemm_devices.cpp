@@ -189,13 +189,15 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         }
     }
 
-    // Pinned staging and slot memory kept per device across its units (a caller's
-    // caches belong to one device, so they are not used here).
+    // Pinned staging, slot memory and queues kept per device across its units (a
+    // caller's caches belong to one device, so they are not used here).
     std::vector<std::unique_ptr<tile::StagingCache>> caches;
     std::vector<std::unique_ptr<alloc::BlockCache>> slot_caches;
+    std::vector<std::unique_ptr<tile::QueueCache>> queue_caches;
     for (Device* d : devices) {
         caches.push_back(std::make_unique<tile::StagingCache>(*d));
         slot_caches.push_back(std::make_unique<alloc::BlockCache>(*d));
+        queue_caches.push_back(std::make_unique<tile::QueueCache>(*d));
     }
     // Progress is called on the device threads only (never on a pipeline thread, where
     // locks are held and, on CUDA, the download queue's host thread may not touch the
@@ -232,6 +234,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
                 o.tile_written = {};
                 o.staging_cache = caches[d].get();
                 o.device_cache = slot_caches[d].get();
+                o.queue_cache = queue_caches[d].get();
                 w.point(o);
                 report.devices[d].add(gemm(*devices[d], w.a, w.b, w.c, o));
                 units_done(1);
@@ -244,6 +247,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         GemmOptions o = resident_options;
         o.staging_cache = caches[d].get();
         o.device_cache = slot_caches[d].get();
+        o.queue_cache = queue_caches[d].get();
         w.point(o);
         // Tiles written are tracked per claimed unit (with several writer threads drains
         // finish out of order, so a count of tiles would report a unit early).

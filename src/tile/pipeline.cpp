@@ -148,10 +148,15 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
         total = checked_add(total, checked_align_up(s.bytes, align, kComponent), kComponent);
     }
 
-    queues_[kUpload] = device.create_queue(QueueRole::Upload);
-    queues_[kCompute] = device.create_queue(QueueRole::Compute);
-    if (options_.compute_lanes == 2) queues_[kCompute2] = device.create_queue(QueueRole::Compute);
-    queues_[kDownload] = device.create_queue(QueueRole::Download);
+    if (options_.queue_cache != nullptr && &options_.queue_cache->device() != &device)
+        throw UsageError(kComponent, "the queue cache is another device's");
+    auto make_queue = [&](QueueRole role) {
+        return options_.queue_cache != nullptr ? options_.queue_cache->take(role) : device.create_queue(role);
+    };
+    queues_[kUpload] = make_queue(QueueRole::Upload);
+    queues_[kCompute] = make_queue(QueueRole::Compute);
+    if (options_.compute_lanes == 2) queues_[kCompute2] = make_queue(QueueRole::Compute);
+    queues_[kDownload] = make_queue(QueueRole::Download);
 
     if (total > 0) {
         // One native block for every slot when the device allows, so the footprint is
@@ -227,10 +232,12 @@ Pipeline::~Pipeline() {
     // and the memory freed, in reverse order of the members.
     if (readers_) readers_->stop();
     if (writers_) writers_->stop();
-    for (const std::unique_ptr<Queue>& q : queues_) {
-        if (!q) continue;
+    std::array<bool, kQueueCount> idle{};  // synchronized without a failure: reusable
+    for (std::size_t i = 0; i < queues_.size(); ++i) {
+        if (!queues_[i]) continue;
         try {
-            q->synchronize();
+            queues_[i]->synchronize();
+            idle[i] = true;
         } catch (...) {
             // Already recorded, or the run is being abandoned: nothing left to report to.
         }
@@ -240,6 +247,12 @@ Pipeline::~Pipeline() {
     if (options_.staging_cache != nullptr) {
         options_.staging_cache->give_back(up_staging_);
         options_.staging_cache->give_back(down_staging_);
+    }
+    // Queues go back in order (the compute lanes' two keep their order); none after a
+    // failure anywhere in the run: a queue that failed skips later work.
+    if (options_.queue_cache != nullptr && !failed()) {
+        for (std::size_t i = 0; i < queues_.size(); ++i)
+            if (idle[i]) options_.queue_cache->give_back(std::move(queues_[i]));
     }
     if (!finished_ && started_ && !failed()) {
         log::debug(kComponent, "pipeline destroyed before finish(): unfinished work abandoned");

@@ -39,6 +39,7 @@
 #include "outcore/io/matrix.hpp"
 #include "outcore/tile/gemm_plan.hpp"
 #include "outcore/tile/pipeline.hpp"
+#include "outcore/tile/queue_cache.hpp"
 #include "outcore/tile/staging_cache.hpp"
 
 namespace outcore::ops {
@@ -91,6 +92,8 @@ struct GemmOptions {
     /// Device memory for the slots kept across calls (alloc/block_cache.hpp; null: made
     /// and freed by this call). Repeated runs of one plan then allocate nothing.
     alloc::BlockCache* device_cache = nullptr;
+    /// Queues kept across calls (tile/queue_cache.hpp; null: made and destroyed by this call).
+    tile::QueueCache* queue_cache = nullptr;
     /// Compute queues the tiles alternate over, 1 or 2 (0: DeviceInfo::compute_lanes).
     /// Each takes its own GEMM workspace out of the budget.
     std::uint32_t compute_lanes = 0;

@@ -65,6 +65,7 @@
 #include "outcore/alloc/statistics.hpp"
 #include "outcore/device/block.hpp"
 #include "outcore/device/device.hpp"
+#include "outcore/tile/queue_cache.hpp"
 #include "outcore/tile/staging_cache.hpp"
 
 namespace outcore::tile {
@@ -132,6 +133,9 @@ struct PipelineOptions {
     /// under the pipeline's budget, which still counts every byte the slots hold.
     /// Must outlive the pipeline.
     alloc::BlockCache* device_cache = nullptr;
+    /// Where the queues come from and go back to (tile/queue_cache.hpp); null: made
+    /// here and destroyed at the end. Must be of this pipeline's device and outlive it.
+    QueueCache* queue_cache = nullptr;
 };
 
 /// What a run did. Times are seconds.
