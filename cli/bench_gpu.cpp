@@ -261,6 +261,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::uint64_t tile_m = 0, tile_n = 0, tile_k = 0;
         std::uint32_t group = 1;
         std::uint32_t c_slots = 0;
+        std::uint32_t depth = 2;
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -270,13 +271,14 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         {"tf32, budget 1/2", DType::F32, GemmCompute::FastTF32, f32_ops / 2, in_core.tf32, 0.92, 5e-3},
         {"bf16, budget 1/4", DType::BF16, GemmCompute::Exact, bf16_ops / 4, in_core.bf16, 1 / 1.15, 2e-2},
     };
-    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC] — the standard case of that type (its budget) with
-    // forced tiles, reported as a line only: for tuning the planner on a real device.
+    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC][:dD] — the standard case of that type (its budget)
+    // with forced tiles, reported as a line only: for tuning the planner on a real device.
     for (const std::string& e : f.explore) {
         const std::size_t colon = e.find(':');
         if (colon == std::string::npos)
             throw UsageError(
-                "bench", fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP][:cSLOTS]", e));
+                "bench",
+                fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]", e));
         const ForcedTiles forced = parse_forced_tiles(e.substr(colon + 1), e);
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
         const std::string type = e.substr(0, colon);
@@ -293,6 +295,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         x.schedule = forced.schedule;
         x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
         x.c_slots = forced.c_slots;
+        if (forced.depth != 0) x.depth = forced.depth;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -307,6 +310,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ops::GemmOptions o{.type = oc.type,
                            .compute = oc.compute,
                            .budget_bytes = oc.budget,
+                           .pipeline_depth = oc.depth,
                            .schedule = oc.schedule,
                            .tile_m = oc.tile_m,
                            .tile_n = oc.tile_n,
@@ -611,8 +615,10 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
                   "Skip cuBLASXt at its (slow) default block size");
     gpu->add_option(
            "--explore", f->explore,
-           "Also run a GEMM case with forced tiles: TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
-           "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots)")
+           "Also run a GEMM case with forced tiles: "
+           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
+           "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
+           ":d3 for three slots per streamed operand)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");

@@ -106,6 +106,7 @@ struct ForcedTiles {
     std::uint64_t m = 0, n = 0, k = 0;
     std::uint32_t group = 1;
     std::uint32_t c_slots = 0;  ///< 0: as the planner would choose
+    std::uint32_t depth = 0;    ///< slots per streamed operand (GemmOptions::pipeline_depth); 0: 2
 };
 /// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.
 [[nodiscard]] ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option);

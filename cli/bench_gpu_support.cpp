@@ -279,11 +279,11 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
 
 ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
     const auto bad = [&] {
-        return UsageError("bench",
-                          fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
-                                      "(schedule square-c, a-panel or b-panel; sizes, group and "
-                                      "C slots positive integers)",
-                                      option));
+        return UsageError(
+            "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
+                                 "(schedule square-c, a-panel or b-panel; sizes, group and "
+                                 "C slots positive integers; depth 2 or 3)",
+                                 option));
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string::npos) throw bad();
@@ -306,7 +306,7 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     number(f.m, 'x');
     number(f.n, 'x');
     number(f.k, '\0');
-    // Then ":gGROUP" and ":cSLOTS", each at most once, in that order.
+    // Then ":gGROUP", ":cSLOTS" and ":dDEPTH", each at most once, in that order.
     auto suffix = [&](char tag, std::uint32_t& out) {
         if (end - at < 3 || at[0] != ':' || at[1] != tag) return;
         at += 2;
@@ -316,7 +316,8 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     };
     suffix('g', f.group);
     suffix('c', f.c_slots);
-    if (at != end) throw bad();
+    suffix('d', f.depth);
+    if (at != end || (f.depth != 0 && f.depth != 2 && f.depth != 3)) throw bad();
     return f;
 }
 

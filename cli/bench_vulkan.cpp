@@ -337,6 +337,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             x.schedule = forced.schedule;
             x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
             x.c_slots = forced.c_slots;
+            if (forced.depth != 0) x.pipeline_depth = forced.depth;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);
@@ -355,9 +356,9 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                                 {"c_slots", xp.c_slots},
                                 {"timing", tx.to_json()},
                                 {"of_in_core", best_s / tx.median()}});
-            say(fmt::format("explore {}: {} ({} of in-core), C slots {}{}", e, tflops(flops, tx.median()),
-                            format_percent(best_s / tx.median()), xp.c_slots,
-                            traced.empty() ? "" : ", traced to " + traced));
+            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}{}", e,
+                            tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots,
+                            xp.depth, traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;
@@ -441,10 +442,12 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
                    "device has calibrated timestamps; docs/tracing.md)")
         ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
-    vk->add_option("--explore", f->explore,
-                   "Also time the out-of-core GEMM with a forced plan, SCHEDULE:MxNxK[:gGROUP][:cSLOTS] "
-                   "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; repeatable); "
-                   "traced beside --trace")
+    vk->add_option(
+          "--explore", f->explore,
+          "Also time the out-of-core GEMM with a forced plan, SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
+          "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; DEPTH 2 or 3 "
+          "slots per streamed operand; repeatable); "
+          "traced beside --trace")
         ->type_name("PLAN");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }

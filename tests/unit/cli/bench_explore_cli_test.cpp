@@ -40,7 +40,11 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "square-c:1x2x3:g2:c",
                                    "square-c:1x2x3:c3:c3",
                                    "square-c:1x2x3:g2c3",
-                                   "square-c:1x2x3:g2:c3:"}) {
+                                   "square-c:1x2x3:g2:c3:",
+                                   "square-c:1x2x3:d1",
+                                   "square-c:1x2x3:d4",
+                                   "square-c:1x2x3:d",
+                                   "square-c:1x2x3:d3:c3"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -52,23 +56,43 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
     }
 }
 
-// Well-formed plans go to the planner: a C ring of three slots (":c3") runs and says
-// so; plans it cannot make (a single panel over the 192 KiB budget, with ":g2:c3"
-// parsed; more C slots than C tiles; a group of a plan with several panels) are a
-// line each, and the command goes on.
+// Well-formed plans go to the planner: a C ring of three slots (":c3") and rings of
+// three operand chunks (":d3") run and say so; plans it cannot make (a single panel over
+// the 192 KiB budget, with ":g2:c3" parsed; more C slots than C tiles; a group of a plan
+// with several panels) are a line each, and the command goes on.
 TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
     const Scratch s;
-    const CliRun r = run_cli(
-        s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--skip-copies", "--reps", "1",
-            "--warmup", "0", "--explore", "square-c:64x64x32:c3", "--explore", "a-panel:256x64x32:g2:c3",
-            "--explore", "square-c:64x64x32:c17", "--explore", "a-panel:64x64x32:g2"});
+    const CliRun r = run_cli(s, {"--backend",
+                                 "vulkan",
+                                 "bench",
+                                 "vulkan",
+                                 "--n",
+                                 "256",
+                                 "--skip-copies",
+                                 "--reps",
+                                 "1",
+                                 "--warmup",
+                                 "0",
+                                 "--explore",
+                                 "square-c:64x64x32:c3",
+                                 "--explore",
+                                 "square-c:64x64x32:c3:d3",
+                                 "--explore",
+                                 "a-panel:256x64x32:g2:c3",
+                                 "--explore",
+                                 "square-c:64x64x32:c17",
+                                 "--explore",
+                                 "a-panel:64x64x32:g2"});
     if (r.err.find("built without the Vulkan backend") != std::string::npos ||
         r.err.find("no Vulkan") != std::string::npos) {
         GTEST_SKIP() << r.err;
     }
     ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     EXPECT_NE(r.out.find("explore square-c:64x64x32:c3: "), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("of in-core), C slots 3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("of in-core), C slots 3, depth 2"), std::string::npos) << r.out;
+    // ":d3": three slots per streamed operand.
+    EXPECT_NE(r.out.find("explore square-c:64x64x32:c3:d3: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("of in-core), C slots 3, depth 3"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("explore a-panel:256x64x32:g2:c3: [tile] GEMM 256x256x256 f32 with a-panel tiles "
                          "256x64x32 does not fit"),
               std::string::npos)
