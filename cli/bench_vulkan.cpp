@@ -306,6 +306,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             }
             record["gemm_beside_copies"] = beside;
         }
+        cuda.reset();  // no CUDA context beside the timed Vulkan runs
         ops::GemmReport last;
         const Timing tm =
             time_reps(warmup, reps, [&] { last = ops::execute_gemm(*dev, plan, ma, mb, mc, o); });

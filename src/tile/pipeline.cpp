@@ -1,4 +1,4 @@
-// src/tile/pipeline.cpp — the Pipeline (outcore/tile/pipeline.hpp). Just over 800 lines
+// src/tile/pipeline.cpp — the Pipeline (outcore/tile/pipeline.hpp). About 830 lines
 // on purpose: construction, per-slot dependency tracking, the upload FIFO, compute
 // lanes, downloads and the busy-time statistics share one private state and one
 // ordering contract, and splitting them would spread that contract over files.
@@ -148,15 +148,14 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
         total = checked_add(total, checked_align_up(s.bytes, align, kComponent), kComponent);
     }
 
-    if (options_.queue_cache != nullptr && &options_.queue_cache->device() != &device)
-        throw UsageError(kComponent, "the queue cache is another device's");
-    auto make_queue = [&](QueueRole role) {
-        return options_.queue_cache != nullptr ? options_.queue_cache->take(role) : device.create_queue(role);
-    };
-    queues_[kUpload] = make_queue(QueueRole::Upload);
-    queues_[kCompute] = make_queue(QueueRole::Compute);
-    if (options_.compute_lanes == 2) queues_[kCompute2] = make_queue(QueueRole::Compute);
-    queues_[kDownload] = make_queue(QueueRole::Download);
+    QueueCache fresh(device);  // without a cache: queues made here, not kept
+    QueueCache& queues = options_.queue_cache != nullptr ? *options_.queue_cache : fresh;
+    if (&queues.device() != &device) throw UsageError(kComponent, "the queue cache is another device's");
+    queues_[kUpload] = queues.take(QueueRole::Upload);
+    std::vector<std::unique_ptr<Queue>> lanes = queues.take(QueueRole::Compute, options_.compute_lanes);
+    queues_[kCompute] = std::move(lanes.front());
+    if (lanes.size() == 2) queues_[kCompute2] = std::move(lanes.back());
+    queues_[kDownload] = queues.take(QueueRole::Download);
 
     if (total > 0) {
         // One native block for every slot when the device allows, so the footprint is
@@ -232,14 +231,14 @@ Pipeline::~Pipeline() {
     // and the memory freed, in reverse order of the members.
     if (readers_) readers_->stop();
     if (writers_) writers_->stop();
-    std::array<bool, kQueueCount> idle{};  // synchronized without a failure: reusable
-    for (std::size_t i = 0; i < queues_.size(); ++i) {
-        if (!queues_[i]) continue;
+    bool reusable = !failed();  // every queue synchronized without a failure
+    for (const std::unique_ptr<Queue>& q : queues_) {
+        if (!q) continue;
         try {
-            queues_[i]->synchronize();
-            idle[i] = true;
+            q->synchronize();
         } catch (...) {
             // Already recorded, or the run is being abandoned: nothing left to report to.
+            reusable = false;
         }
     }
     readers_.reset();
@@ -248,11 +247,15 @@ Pipeline::~Pipeline() {
         options_.staging_cache->give_back(up_staging_);
         options_.staging_cache->give_back(down_staging_);
     }
-    // Queues go back in order (the compute lanes' two keep their order); none after a
-    // failure anywhere in the run: a queue that failed skips later work.
-    if (options_.queue_cache != nullptr && !failed()) {
-        for (std::size_t i = 0; i < queues_.size(); ++i)
-            if (idle[i]) options_.queue_cache->give_back(std::move(queues_[i]));
+    // None go back after a failure anywhere in the run (a queue that failed skips later
+    // work); the compute lanes go back as the set they came as.
+    if (options_.queue_cache != nullptr && reusable && !failed()) {
+        options_.queue_cache->give_back(std::move(queues_[kUpload]));
+        options_.queue_cache->give_back(std::move(queues_[kDownload]));
+        std::vector<std::unique_ptr<Queue>> lanes;
+        for (const std::size_t i : {kCompute, kCompute2})
+            if (queues_[i]) lanes.push_back(std::move(queues_[i]));
+        options_.queue_cache->give_back(std::move(lanes));
     }
     if (!finished_ && started_ && !failed()) {
         log::debug(kComponent, "pipeline destroyed before finish(): unfinished work abandoned");

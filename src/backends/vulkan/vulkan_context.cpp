@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -298,6 +299,13 @@ struct QueueChoice {
     bool has_compute2 = false;
 };
 
+/// A decimal index, the whole text; UINT32_MAX otherwise.
+std::uint32_t parse_index(std::string_view text) {
+    std::uint32_t v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    return ec == std::errc{} && end == text.data() + text.size() && !text.empty() ? v : UINT32_MAX;
+}
+
 QueueChoice choose_queues(VkPhysicalDevice physical) {
     QueueChoice c;
     std::uint32_t family_count = 0;
@@ -321,13 +329,19 @@ QueueChoice choose_queues(VkPhysicalDevice physical) {
     }
     // OUTCORE_VULKAN_DOWNLOAD_QUEUE=F.I puts downloads on queue I of family F instead (an
     // experiment: which VkQueue's copies slow the GEMMs beside them; backends.md).
+    // Not a VkQueue another role submits to (each role's queue has its own submit lock).
     if (const char* env = std::getenv("OUTCORE_VULKAN_DOWNLOAD_QUEUE"); env != nullptr && *env != '\0') {
-        unsigned f = 0, i = 0;
-        if (std::sscanf(env, "%u.%u", &f, &i) != 2 || f >= family_count || i >= c.families[f].queueCount ||
-            (c.families[f].queueFlags & (VK_QUEUE_TRANSFER_BIT | VK_QUEUE_COMPUTE_BIT)) == 0) {
+        const std::string_view text(env);
+        const std::size_t dot = text.find('.');
+        const std::uint32_t f = dot == std::string_view::npos ? UINT32_MAX : parse_index(text.substr(0, dot));
+        const std::uint32_t i =
+            dot == std::string_view::npos ? UINT32_MAX : parse_index(text.substr(dot + 1));
+        if (f >= family_count || i >= c.families[f].queueCount ||
+            (c.families[f].queueFlags & (VK_QUEUE_TRANSFER_BIT | VK_QUEUE_COMPUTE_BIT)) == 0 ||
+            ((f == c.compute || f == c.transfer) && i == 0)) {
             throw UsageError(kComponent,
                              fmt::format("OUTCORE_VULKAN_DOWNLOAD_QUEUE={}: not FAMILY.INDEX of a "
-                                         "queue that copies",
+                                         "queue that copies and no other role uses",
                                          env));
         }
         c.download = f;
@@ -445,12 +459,14 @@ Context::Context(std::uint32_t index) {
         // the GEMMs cost them; backends.md).
         const char* env = std::getenv("OUTCORE_VULKAN_DEVICE_MEMORY_TYPE");
         if (env != nullptr && *env != '\0' && static_cast<MemoryKind>(k) == MemoryKind::Device) {
-            unsigned t = 0;
-            if (std::sscanf(env, "%u", &t) != 1 || t >= memory_.memoryTypeCount ||
-                (memory_.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) == 0) {
-                throw UsageError(
-                    kComponent,
-                    fmt::format("OUTCORE_VULKAN_DEVICE_MEMORY_TYPE={}: not a DEVICE_LOCAL type", env));
+            // On the heap the budget is read from, so that the budget still holds.
+            const std::uint32_t t = parse_index(env);
+            if (t >= memory_.memoryTypeCount ||
+                (memory_.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) == 0 ||
+                memory_.memoryTypes[t].heapIndex != device_heap(memory_)) {
+                throw UsageError(kComponent, fmt::format("OUTCORE_VULKAN_DEVICE_MEMORY_TYPE={}: not a "
+                                                         "DEVICE_LOCAL type of the device's largest heap",
+                                                         env));
             }
             memory_types_[k] = t;
         }
@@ -483,7 +499,9 @@ Context::Context(std::uint32_t index) {
     has_transfer_ = transfer != UINT32_MAX;
     has_download_ = download != UINT32_MAX;
     has_compute2_ = qc.has_compute2;
-    const std::vector<float> priority(64, 1.0F);  // one per VkQueue of a family, at most 64 here
+    std::uint32_t most = 1;  // VkQueues of the largest family: one priority each
+    for (const VkQueueFamilyProperties& f : families) most = std::max(most, f.queueCount);
+    const std::vector<float> priority(most, 1.0F);
     std::vector<VkDeviceQueueCreateInfo> queues;
     std::vector<std::uint32_t> used;  // each family once
     for (const std::uint32_t f : {compute, transfer, download})
@@ -499,7 +517,8 @@ Context::Context(std::uint32_t index) {
                           .pQueuePriorities = priority.data()});
     }
     std::vector<const char*> extensions{VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
-    const bool timestamps = wants_timestamps(instance_.handle(), physical_, families, {compute, transfer});
+    const bool timestamps =
+        wants_timestamps(instance_.handle(), physical_, families, {compute, transfer, download});
     if (timestamps) extensions.push_back(VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
     if (has_device_extension(physical_, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME))
         extensions.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);

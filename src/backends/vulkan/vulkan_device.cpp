@@ -31,9 +31,11 @@ std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / 
 
 NativeMemory::NativeMemory(Context& context)
     : context_(context), heap_used_(context.memory().memoryHeapCount, 0) {
-    families_.push_back(context.compute_queue().family);
-    if (context.transfer_queue().family != context.compute_queue().family)
-        families_.push_back(context.transfer_queue().family);
+    // Every family a role submits to shares the buffers (downloads may have a family of
+    // their own: OUTCORE_VULKAN_DOWNLOAD_QUEUE).
+    for (const std::uint32_t f :
+         {context.compute_queue().family, context.transfer_queue().family, context.download_queue().family})
+        if (std::find(families_.begin(), families_.end(), f) == families_.end()) families_.push_back(f);
 }
 
 NativeMemory::~NativeMemory() {

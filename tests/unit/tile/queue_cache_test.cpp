@@ -37,30 +37,38 @@ std::unique_ptr<Device> make_device() {
     return outcore::cpu::make_cpu_device({.total_memory_bytes = 64 * kMiB});
 }
 
-TEST(QueueCache, GivesBackTheQueuesItWasGivenInOrder) {
+TEST(QueueCache, GivesBackTheSetsItWasGivenInOrder) {
     auto device = make_device();
     QueueCache cache(*device);
     std::unique_ptr<Queue> up = cache.take(QueueRole::Upload);
-    std::unique_ptr<Queue> c1 = cache.take(QueueRole::Compute);
-    std::unique_ptr<Queue> c2 = cache.take(QueueRole::Compute);
+    std::vector<std::unique_ptr<Queue>> lanes = cache.take(QueueRole::Compute, 2);
+    ASSERT_EQ(lanes.size(), 2U);
     EXPECT_EQ(cache.created(), 3U);
     EXPECT_EQ(up->role(), QueueRole::Upload);
-    EXPECT_EQ(c1->role(), QueueRole::Compute);
+    EXPECT_EQ(lanes[1]->role(), QueueRole::Compute);
     const Queue* const up_was = up.get();
-    const Queue* const c1_was = c1.get();
-    const Queue* const c2_was = c2.get();
+    const Queue* const c1_was = lanes[0].get();
+    const Queue* const c2_was = lanes[1].get();
     cache.give_back(std::move(up));
-    cache.give_back(std::move(c1));
-    cache.give_back(std::move(c2));
+    cache.give_back(std::move(lanes));
     EXPECT_EQ(cache.idle(), 3U);
-    // The compute queues come back in the order they went in (a pipeline's two lanes).
-    EXPECT_EQ(cache.take(QueueRole::Compute).get(), c1_was);
-    EXPECT_EQ(cache.take(QueueRole::Compute).get(), c2_was);
-    EXPECT_EQ(cache.take(QueueRole::Upload).get(), up_was);
-    EXPECT_EQ(cache.created(), 3U);
-    // No idle download queue: a new one.
-    EXPECT_EQ(cache.take(QueueRole::Download)->role(), QueueRole::Download);
+    // One compute queue asked for: the pair stays a pair, and a new one is made.
+    EXPECT_EQ(cache.take(QueueRole::Compute)->role(), QueueRole::Compute);
     EXPECT_EQ(cache.created(), 4U);
+    // Two asked for: the pair, in the order it went in (a pipeline's two lanes).
+    lanes = cache.take(QueueRole::Compute, 2);
+    ASSERT_EQ(lanes.size(), 2U);
+    EXPECT_EQ(lanes[0].get(), c1_was);
+    EXPECT_EQ(lanes[1].get(), c2_was);
+    EXPECT_EQ(cache.take(QueueRole::Upload).get(), up_was);
+    EXPECT_EQ(cache.created(), 4U);
+    EXPECT_EQ(cache.idle(), 0U);
+    // A set of mixed roles is not kept.
+    std::vector<std::unique_ptr<Queue>> mixed;
+    mixed.push_back(std::move(lanes[0]));
+    mixed.push_back(device->create_queue(QueueRole::Download));
+    cache.give_back(std::move(mixed));
+    EXPECT_EQ(cache.idle(), 0U);
 }
 
 TEST(QueueCache, KeepsNoQueueOfAnotherDevice) {
@@ -80,8 +88,9 @@ TEST(QueueCache, KeepsNoQueueOfAnotherDevice) {
 /// `fail_at` makes that tile's compute step fail on the queue.
 std::vector<std::vector<std::byte>> stream(Device& device, QueueCache& cache,
                                            const std::vector<std::vector<std::byte>>& inputs,
-                                           std::size_t fail_at = SIZE_MAX) {
+                                           std::size_t fail_at = SIZE_MAX, std::uint32_t lanes = 1) {
     PipelineOptions o;
+    o.compute_lanes = lanes;
     o.budget_bytes = 4 * 16 * kKiB + 4 * kKiB;
     for (int i = 0; i < 4; ++i) o.slots.push_back({16 * kKiB, "test.slot"});
     o.upload_staging = {.bytes = 16 * kKiB, .count = 2};
@@ -126,6 +135,20 @@ TEST(QueueCache, PipelinesReuseTheQueuesOfEarlierOnes) {
         EXPECT_EQ(cache.created(), 3U) << "run " << run;
         EXPECT_EQ(cache.idle(), 3U) << "run " << run;
     }
+}
+
+TEST(QueueCache, PipelinesWithTwoLanesGetBackTheirPair) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    QueueCache cache(*device);
+    const auto inputs = random_tiles(rng, 6);
+    for (const std::uint32_t lanes : {2U, 1U, 2U, 1U}) {
+        EXPECT_EQ(stream(*device, cache, inputs, SIZE_MAX, lanes), inputs) << lanes << " lanes";
+    }
+    // Upload, download, the two-lane pair and the one-lane queue: five, made by the first
+    // run of each kind only, all waiting.
+    EXPECT_EQ(cache.created(), 5U);
+    EXPECT_EQ(cache.idle(), 5U);
 }
 
 TEST(QueueCache, ARunThatFailedGivesNoQueueBack) {
