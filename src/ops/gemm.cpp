@@ -219,14 +219,7 @@ tile::PlanLimits gemm_limits(Device& device, const GemmOptions& options) {
                                        .compute = options.compute,
                                        .trans_a = options.trans_a,
                                        .trans_b = options.trans_b};
-            limits.gemm_shape_flops = [&device, base, expected = limits.compute_flops](
-                                          std::uint64_t m, std::uint64_t n, std::uint64_t k) {
-                tile::GemmShape s = base;
-                s.m = m;
-                s.n = n;
-                s.k = k;
-                return tile::cached_gemm_shape_flops(device, s, expected);
-            };
+            tile::set_shape_probes(limits, device, base);
         }
     }
     return limits;

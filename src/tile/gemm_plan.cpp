@@ -432,25 +432,33 @@ void rank_by_shape(const Context& cx, std::vector<GemmPlan>& feasible) {
         std::uint64_t m, n, k;
         double flops;
     };
+    // The shapes asked for: the single rate's choice first, so that with every shape
+    // unknown the choice stays; then those of the candidates in rank order, at most
+    // kMaxShapeProbes. All named up front (gemm_shapes_ahead), then asked one by one.
+    std::vector<std::array<std::uint64_t, 3>> wanted;
+    auto want = [&](const GemmPlan& c) {
+        const std::array<std::uint64_t, 3> shape{c.tile_m, c.tile_n, c.tile_k};
+        const bool known = std::find(wanted.begin(), wanted.end(), shape) != wanted.end();
+        if (!known && wanted.size() < kMaxShapeProbes) wanted.push_back(shape);
+    };
+    want(*choose(feasible, true));
+    for (const GemmPlan& c : feasible) {
+        if (c.total_seconds > cutoff) break;
+        want(c);
+    }
+    if (cx.limits.gemm_shapes_ahead) cx.limits.gemm_shapes_ahead(wanted);
     std::vector<Shape> shapes;
-    auto probe = [&](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+    for (const auto& [m, n, k] : wanted) {
         const double f = cx.limits.gemm_shape_flops(m, n, k);
         shapes.push_back({m, n, k, std::isfinite(f) && f > 0 ? f : 0.0});
-    };
-    // First the single rate's choice, so that with every shape unknown the choice stays.
-    const GemmPlan first = *choose(feasible, true);
-    probe(first.tile_m, first.tile_n, first.tile_k);
+    }
     std::vector<GemmPlan> kept;
     for (GemmPlan& c : feasible) {
         if (c.total_seconds > cutoff) break;
         auto it = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& s) {
             return s.m == c.tile_m && s.n == c.tile_n && s.k == c.tile_k;
         });
-        if (it == shapes.end()) {
-            if (shapes.size() == kMaxShapeProbes) continue;
-            probe(c.tile_m, c.tile_n, c.tile_k);
-            it = shapes.end() - 1;
-        }
+        if (it == shapes.end()) continue;  // past kMaxShapeProbes shapes
         if (it->flops > 0) recost(cx, it->flops, c);
         kept.push_back(c);
     }

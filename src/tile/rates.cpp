@@ -371,21 +371,37 @@ const DeviceRates& cached_rates(Device& device, DType type, GemmCompute compute)
     return entry->rates;
 }
 
+namespace {
+
+// Shape rates per physical device and shape, failures (0) included.
+using ShapeKey = std::tuple<std::string, std::uint32_t, std::string, DType, GemmCompute, bool, bool,
+                            std::uint64_t, std::uint64_t, std::uint64_t>;
+std::mutex shape_mutex;
+std::map<ShapeKey, double> shape_cache;
+
+ShapeKey shape_key(const DeviceInfo& info, const GemmShape& s) {
+    return {info.backend, info.index, info.name, s.type, s.compute, s.trans_a, s.trans_b, s.m, s.n, s.k};
+}
+
+bool cheap_enough(const GemmShape& s, double expected_flops, double max_call_seconds) {
+    return s.m != 0 && s.n != 0 && s.k != 0 && expected_flops > 0 &&
+           flops_of(s) / expected_flops <= max_call_seconds;
+}
+
+void log_shape(const DeviceInfo& info, const GemmShape& s, double rate, double expected_flops) {
+    log::info("rates", "{}: {}{} GEMM {}x{}x{}: {:.3g} FLOP/s ({:.2f} of the single rate)", info.id(),
+              to_string(s.type), s.compute == GemmCompute::FastTF32 ? " (tf32)" : "", s.m, s.n, s.k, rate,
+              rate / expected_flops);
+}
+
+}  // namespace
+
 double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double expected_flops,
                                double max_call_seconds) {
-    if (shape.m == 0 || shape.n == 0 || shape.k == 0 || !(expected_flops > 0)) return 0.0;
-    const double flops =
-        2.0 * static_cast<double>(shape.m) * static_cast<double>(shape.n) * static_cast<double>(shape.k);
-    if (flops / expected_flops > max_call_seconds) return 0.0;
-    using Key = std::tuple<std::string, std::uint32_t, std::string, DType, GemmCompute, bool, bool,
-                           std::uint64_t, std::uint64_t, std::uint64_t>;
-    static std::mutex mutex;
-    static std::map<Key, double> cache;
+    if (!cheap_enough(shape, expected_flops, max_call_seconds)) return 0.0;
     const DeviceInfo& info = device.info();
-    const Key key{info.backend,  info.index,    info.name, shape.type, shape.compute,
-                  shape.trans_a, shape.trans_b, shape.m,   shape.n,    shape.k};
-    std::lock_guard lock(mutex);
-    if (const auto it = cache.find(key); it != cache.end()) return it->second;
+    std::lock_guard lock(shape_mutex);
+    if (const auto it = shape_cache.find(shape_key(info, shape)); it != shape_cache.end()) return it->second;
     double rate = 0.0;
     try {
         Prober probe(device);  // its queues too: a refinement must not fail the plan
@@ -393,11 +409,63 @@ double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double ex
     } catch (const Error& e) {
         log::info("rates", "gemm shape probe on {} failed: {}", info.id(), e.what());
     }
-    log::info("rates", "{}: {}{} GEMM {}x{}x{}: {:.3g} FLOP/s ({:.2f} of the single rate)", info.id(),
-              to_string(shape.type), shape.compute == GemmCompute::FastTF32 ? " (tf32)" : "", shape.m,
-              shape.n, shape.k, rate, rate / expected_flops);
-    cache.emplace(key, rate);
+    log_shape(info, shape, rate, expected_flops);
+    shape_cache.emplace(shape_key(info, shape), rate);
     return rate;
+}
+
+void probe_gemm_shapes(Device& device, const std::vector<GemmShape>& shapes, double expected_flops,
+                       double max_call_seconds) {
+    const DeviceInfo& info = device.info();
+    std::lock_guard lock(shape_mutex);
+    std::vector<GemmShape> todo;
+    for (const GemmShape& s : shapes) {
+        const bool listed = std::any_of(todo.begin(), todo.end(), [&](const GemmShape& t) {
+            return shape_key(info, t) == shape_key(info, s);
+        });
+        if (!listed && cheap_enough(s, expected_flops, max_call_seconds) &&
+            !shape_cache.contains(shape_key(info, s)))
+            todo.push_back(s);
+    }
+    if (todo.empty()) return;
+    // Two passes, the second in reverse order; each shape's rate is the mean of its two.
+    // A device whose clocks drift while it is probed (it warms up) then favours no shape
+    // for its place in the order, and each rate rests on two samples. On an H100 the
+    // one-pass probes let the f32 choice flip in one call of several to a plan at 0.957 of
+    // in-core against 0.970-0.973 (BENCHMARKS.md, "third session").
+    std::vector<double> first(todo.size(), 0.0);
+    std::vector<double> second(todo.size(), 0.0);
+    try {
+        Prober probe(device);
+        for (std::size_t i = 0; i < todo.size(); ++i) first[i] = probe.shape(todo[i]);
+        for (std::size_t i = todo.size(); i-- > 0;)
+            if (first[i] > 0) second[i] = probe.shape(todo[i]);
+    } catch (const Error& e) {
+        log::info("rates", "gemm shape probes on {} failed: {}", info.id(), e.what());
+    }
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+        const double rate = first[i] > 0 && second[i] > 0 ? 0.5 * (first[i] + second[i]) : first[i];
+        log_shape(info, todo[i], rate, expected_flops);
+        shape_cache.emplace(shape_key(info, todo[i]), rate);
+    }
+}
+
+void set_shape_probes(PlanLimits& limits, Device& device, const GemmShape& base) {
+    const double expected = limits.compute_flops;
+    auto shape = [base](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+        GemmShape s = base;
+        s.m = m, s.n = n, s.k = k;
+        return s;
+    };
+    limits.gemm_shape_flops = [&device, shape, expected](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+        return cached_gemm_shape_flops(device, shape(m, n, k), expected);
+    };
+    limits.gemm_shapes_ahead = [&device, shape,
+                                expected](const std::vector<std::array<std::uint64_t, 3>>& wanted) {
+        std::vector<GemmShape> shapes;
+        for (const auto& [m, n, k] : wanted) shapes.push_back(shape(m, n, k));
+        probe_gemm_shapes(device, shapes, expected);
+    };
 }
 
 double cached_upload_2d_rate(Device& device, const void* host, const Copy2D& shape) {

@@ -7,8 +7,10 @@
 // (tile/rates.hpp); plans use them to pick tiles whose transfers hide behind compute.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace outcore::tile {
 
@@ -39,6 +41,11 @@ struct PlanLimits {
     /// for the few tile shapes whose candidates the single rate ranks near the fastest
     /// and chooses among those with their own rates (docs/tiling.md, "shape rates").
     std::function<double(std::uint64_t m, std::uint64_t n, std::uint64_t k)> gemm_shape_flops = nullptr;
+    /// GEMM only, optional: called once, before gemm_shape_flops, with every tile shape
+    /// (m, n, k) the planner will ask it for, in that order. A measuring implementation
+    /// probes them together (ops::plan_gemm: forward, then back, so that clocks drifting
+    /// during the probes favour no shape for its place in the order).
+    std::function<void(const std::vector<std::array<std::uint64_t, 3>>& shapes)> gemm_shapes_ahead = nullptr;
     /// GEMM only: the measured rate, bytes per second, of the copy that moves one chunk
     /// of A (tile_m × tile_k of op(A): outer = tile_m, inner = tile_k), of B (outer =
     /// tile_n, inner = tile_k) or one C tile (outer = tile_m, inner = tile_n) between

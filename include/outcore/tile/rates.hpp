@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "outcore/device/device.hpp"
 #include "outcore/device/dtype.hpp"
@@ -66,6 +67,16 @@ struct GemmShape {
 /// operands, no more than a plan with this tile holds anyway). Thread-safe.
 [[nodiscard]] double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double expected_flops,
                                              double max_call_seconds = 0.05);
+/// Measures the shapes cached_gemm_shape_flops would measure (not cached yet, cheap
+/// enough) together: in two passes, the second in reverse order, each shape's rate the
+/// mean of its two (a device warming up during the probes favours no shape for its
+/// place in the order). Caches them as cached_gemm_shape_flops does. Thread-safe.
+void probe_gemm_shapes(Device& device, const std::vector<GemmShape>& shapes, double expected_flops,
+                       double max_call_seconds = 0.05);
+/// Sets limits.gemm_shape_flops and limits.gemm_shapes_ahead to measure shapes of
+/// `base` (its type, compute mode and transposes) on `device` with the two above,
+/// against limits.compute_flops as the single rate. `device` must outlive the limits.
+void set_shape_probes(PlanLimits& limits, Device& device, const GemmShape& base);
 
 /// Bytes per second of one 2-D upload of `shape` from `host` (memory the device reads
 /// directly: pinned) into device memory while f32 GEMMs keep the device busy, as a real

@@ -2,9 +2,12 @@
 // asks for, that estimates use them, and that a slow favourite loses to a faster shape.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "outcore/core/size.hpp"
 #include "outcore/tile/gemm_plan.hpp"
@@ -66,6 +69,30 @@ TEST(GemmShapeRates, ASlowFavouriteLosesToAFasterShape) {
         plan_gemm_fixed(kTf32, lim, single.schedule, single.tile_m, single.tile_n, single.tile_k);
     EXPECT_DOUBLE_EQ(favourite.shape_flops, 0.5 * 330e12);
     EXPECT_GT(favourite.total_seconds, shaped.total_seconds);
+}
+
+// gemm_shapes_ahead hears every shape before the first is asked for, in the order they
+// are then asked (ops::plan_gemm measures them together there).
+TEST(GemmShapeRates, EveryShapeIsNamedAheadInTheOrderItIsAskedFor) {
+    PlanLimits lim = h200_tf32(3 * kGiB);
+    std::vector<Shape> ahead;
+    std::vector<Shape> asked;
+    int ahead_calls = 0;
+    lim.gemm_shapes_ahead = [&](const std::vector<std::array<std::uint64_t, 3>>& shapes) {
+        ++ahead_calls;
+        EXPECT_TRUE(asked.empty()) << "named after a shape was asked for";
+        for (const auto& [m, n, k] : shapes) ahead.emplace_back(m, n, k);
+    };
+    lim.gemm_shape_flops = [&](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+        asked.emplace_back(m, n, k);
+        return 300e12;
+    };
+    const GemmPlan plan = plan_gemm(kTf32, lim);
+    EXPECT_EQ(ahead_calls, 1);
+    EXPECT_FALSE(ahead.empty());
+    EXPECT_LE(ahead.size(), kMaxShapeProbes);
+    EXPECT_EQ(ahead, asked);
+    EXPECT_NE(std::find(ahead.begin(), ahead.end(), shape_of(plan)), ahead.end());
 }
 
 TEST(GemmShapeRates, UnknownShapeRatesLeaveTheSingleRatePlan) {
