@@ -23,18 +23,26 @@
 #include <thread>
 #include <vector>
 
-#define CK(x)                                                                       \
-    do {                                                                            \
-        if (auto e_ = (x); e_ != 0) {                                               \
+#define CK(x)                                                                             \
+    do {                                                                                  \
+        if (auto e_ = (x); e_ != 0) {                                                     \
             std::printf("error %d at %s:%d\n", static_cast<int>(e_), __FILE__, __LINE__); \
-            std::exit(1);                                                           \
-        }                                                                           \
+            std::exit(1);                                                                 \
+        }                                                                                 \
     } while (0)
 
 namespace {
 
-std::uint32_t bits(float f) { std::uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float from_bits(std::uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+std::uint32_t bits(float f) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+float from_bits(std::uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
 std::uint32_t sticky(std::uint32_t u) { return (u & ~0xFFu) | ((u & 0xFFu) != 0 ? 0x100u : 0u); }
 std::uint32_t trunc13(std::uint32_t u) { return u & ~0x1FFFu; }
 std::uint32_t round13(std::uint32_t u) { return (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu; }
@@ -48,18 +56,23 @@ __global__ void widen(const std::uint8_t* p, float* out, std::size_t n) {
     }
 }
 
-std::vector<float> gemm_tf32(cublasHandle_t h, int n, const std::vector<float>& a, const std::vector<float>& b) {
+std::vector<float> gemm_tf32(cublasHandle_t h, int n, const std::vector<float>& a,
+                             const std::vector<float>& b) {
     const std::size_t bytes = std::size_t(n) * n * 4;
     float *da, *db, *dc;
-    CK(cudaMalloc(&da, bytes)); CK(cudaMalloc(&db, bytes)); CK(cudaMalloc(&dc, bytes));
+    CK(cudaMalloc(&da, bytes));
+    CK(cudaMalloc(&db, bytes));
+    CK(cudaMalloc(&dc, bytes));
     CK(cudaMemcpy(da, a.data(), bytes, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(db, b.data(), bytes, cudaMemcpyHostToDevice));
     const float one = 1, zero = 0;
-    CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, CUDA_R_32F, n, db, CUDA_R_32F, n, &zero, dc,
-                    CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+    CK(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, da, CUDA_R_32F, n, db, CUDA_R_32F, n, &zero,
+                    dc, CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
     std::vector<float> c(std::size_t(n) * n);
     CK(cudaMemcpy(c.data(), dc, bytes, cudaMemcpyDeviceToHost));
-    CK(cudaFree(da)); CK(cudaFree(db)); CK(cudaFree(dc));
+    CK(cudaFree(da));
+    CK(cudaFree(db));
+    CK(cudaFree(dc));
     return c;
 }
 
@@ -98,11 +111,15 @@ int main() {
         for (float& x : a) x = normal(rng);
         for (float& x : b) x = normal(rng);
         const std::vector<float> want = gemm_tf32(h, n, a, b);
-        const char* names[] = {"sticky 24-bit", "truncated to tf32", "rounded to tf32", "24-bit, no sticky bit"};
+        const char* names[] = {"sticky 24-bit", "truncated to tf32", "rounded to tf32",
+                               "24-bit, no sticky bit"};
         for (int mode = 0; mode < 4; ++mode) {
             auto f = [mode](float x) {
                 const std::uint32_t u = bits(x);
-                return from_bits(mode == 0 ? sticky(u) : mode == 1 ? trunc13(u) : mode == 2 ? round13(u) : u & ~0xFFu);
+                return from_bits(mode == 0   ? sticky(u)
+                                 : mode == 1 ? trunc13(u)
+                                 : mode == 2 ? round13(u)
+                                             : u & ~0xFFu);
             };
             std::vector<float> a2(a), b2(b);
             std::transform(a2.begin(), a2.end(), a2.begin(), f);
@@ -110,7 +127,8 @@ int main() {
             const std::vector<float> got = gemm_tf32(h, n, a2, b2);
             std::size_t differ = 0;
             for (std::size_t i = 0; i < got.size(); ++i) differ += bits(got[i]) != bits(want[i]);
-            std::printf("n=%d inputs %-22s: %zu of %zu elements of C differ\n", n, names[mode], differ, got.size());
+            std::printf("n=%d inputs %-22s: %zu of %zu elements of C differ\n", n, names[mode], differ,
+                        got.size());
         }
     }
 
@@ -122,8 +140,8 @@ int main() {
     for (std::size_t i = 0; i < n; ++i) src[i] = static_cast<float>(i % 1000) * 0.37f;
     for (const int threads : {1, 2, 4, 8, 12, 16}) {
         const double s = pack_seconds(src, dst, n, threads);
-        std::printf("pack on %2d threads: %.1f GB/s of float32 in, %.1f GB/s packed out\n", threads, n * 4 / s / 1e9,
-                    n * 3 / s / 1e9);
+        std::printf("pack on %2d threads: %.1f GB/s of float32 in, %.1f GB/s packed out\n", threads,
+                    n * 4 / s / 1e9, n * 3 / s / 1e9);
     }
     float* other;
     float* dev;
@@ -142,8 +160,8 @@ int main() {
         const double s = pack_seconds(src, dst, n, threads);
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        std::printf("pack on %2d threads beside a 4 GiB upload: %.1f GB/s packed out; the upload %.1f GB/s\n", threads,
-                    n * 3 / s / 1e9, n * 4 / ms / 1e6);
+        std::printf("pack on %2d threads beside a 4 GiB upload: %.1f GB/s packed out; the upload %.1f GB/s\n",
+                    threads, n * 3 / s / 1e9, n * 4 / ms / 1e6);
     }
     std::uint8_t* packed;
     CK(cudaMalloc(&packed, n * 3));

@@ -399,19 +399,10 @@ void log_shape(const DeviceInfo& info, const GemmShape& s, double rate, double e
 double cached_gemm_shape_flops(Device& device, const GemmShape& shape, double expected_flops,
                                double max_call_seconds) {
     if (!cheap_enough(shape, expected_flops, max_call_seconds)) return 0.0;
-    const DeviceInfo& info = device.info();
+    probe_gemm_shapes(device, {shape}, expected_flops, max_call_seconds);  // unless cached
     std::lock_guard lock(shape_mutex);
-    if (const auto it = shape_cache.find(shape_key(info, shape)); it != shape_cache.end()) return it->second;
-    double rate = 0.0;
-    try {
-        Prober probe(device);  // its queues too: a refinement must not fail the plan
-        rate = probe.shape(shape);
-    } catch (const Error& e) {
-        log::info("rates", "gemm shape probe on {} failed: {}", info.id(), e.what());
-    }
-    log_shape(info, shape, rate, expected_flops);
-    shape_cache.emplace(shape_key(info, shape), rate);
-    return rate;
+    const auto it = shape_cache.find(shape_key(device.info(), shape));
+    return it != shape_cache.end() ? it->second : 0.0;
 }
 
 void probe_gemm_shapes(Device& device, const std::vector<GemmShape>& shapes, double expected_flops,

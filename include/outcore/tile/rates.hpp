@@ -59,7 +59,7 @@ struct GemmShape {
     std::uint64_t m = 0, n = 0, k = 0;
 };
 
-/// The FLOP/s of one call of `shape` on `device` (best of 3 after a warm-up), measured
+/// The FLOP/s of one call of `shape` on `device` (as probe_gemm_shapes measures it), measured
 /// the first time it is asked for and cached for the process per physical device and
 /// shape (with failures). 0 when it is not measured: one call would take longer than
 /// `max_call_seconds` at `expected_flops` (the probe is meant to cost milliseconds),
