@@ -1,3 +1,8 @@
+// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 830 lines on
+// purpose: execute_gemm is one walk over C tiles whose steps (first-chunk pieces, drain
+// parts, split tiles, paced downloads, runs handed out tile by tile) share its slots,
+// rings and regions; the operand feeding and the pacing live in gemm_feed.hpp and
+// gemm_pacing.hpp, and cutting the walk itself apart would spread that shared state.
 #include "outcore/ops/gemm.hpp"
 
 #include <fmt/format.h>
@@ -16,6 +21,7 @@
 #include <vector>
 
 #include "gemm_feed.hpp"
+#include "gemm_pacing.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
@@ -454,6 +460,15 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool drains_in_parts = !drain_regions.empty();
     std::uint64_t drain_count = 1;  // parts the last tile was computed in, if this run computed it
 
+    // C tiles paced down over the next tile's GEMMs (gemm_pacing.hpp): pieces per tile.
+    const std::uint64_t paced_pieces =
+        c_direct && !claimed && grid.count() > 1 && detail::pace_c_downloads(device, options)
+            ? detail::paced_pieces(k_chunks, c_tile_bytes, plan.tile_n,
+                                   options.pace_c_downloads ? 1 : detail::kMinPacedPieceBytes)
+            : 0;
+    std::optional<detail::PacedDownloads> pacer;
+    if (paced_pieces > 0) pacer.emplace(p);
+
     Kernels& kernels = device.kernels();
     std::uint64_t a_next = 0;
     std::uint64_t b_next = 0;
@@ -656,18 +671,47 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 [&kernels, piece](Queue& q) { kernels.gemm(q, piece); }, "gemm", lane);
         }
     };
+    // After each GEMM, the next paced C piece (of an earlier tile), waiting for it.
+    auto step_paced = [&](const TileWork& tw, std::uint64_t kc) {
+        step(tw, kc);
+        if (pacer) pacer->after_gemm(c_parts(tw).front().slot);
+    };
     auto end_tile = [&](const TileWork& tw) {
-        const std::vector<CPart> parts = c_parts(tw);
+        // Paced, every tile but the last goes down in column pieces of its parts, each
+        // `offset` bytes into its part's slot, issued after the next tile's GEMMs.
+        const bool paced = pacer && tw.t != last_tile;
+        if (pacer && !paced) pacer->flush();
+        const std::vector<CPart> whole = c_parts(tw);
+        const std::uint64_t per_part = tile::ceil_div(paced_pieces, whole.size());
+        std::vector<std::pair<CPart, std::uint64_t>> parts;
+        for (const CPart& part : whole) {
+            const std::uint64_t cols =
+                paced ? tile::ceil_div(part.cols, std::min(per_part, part.cols)) : part.cols;
+            for (std::uint64_t x = 0; x < part.cols; x += cols) {
+                CPart piece = part;
+                piece.j = part.j + x;
+                piece.cols = std::min(cols, part.cols - x);
+                parts.emplace_back(piece, x * tw.mi * wc);
+            }
+        }
+        std::vector<detail::PacedDownloads::Issue> deferred;
         // The tile is written once its last part is (parts may land in any order).
         auto left = std::make_shared<std::atomic<std::size_t>>(parts.size());
         auto landed_part = [&progress, t = tw.t, left] {
             if (left->fetch_sub(1) == 1) progress.tile_done(t);
         };
-        for (const CPart& part : parts) {
+        for (const auto& [part, offset] : parts) {
             const std::uint64_t j0 = tw.j0 + part.j;
             if (c_direct) {
-                p.download_2d_to(part.slot, 0, c_out.data + (tw.i0 + j0 * c_out.ld_elements) * wc,
-                                 c_part_shape(c_out, tw.mi, part.cols), landed_part);
+                auto issue = [&p, slot = part.slot, offset,
+                              host = c_out.data + (tw.i0 + j0 * c_out.ld_elements) * wc,
+                              shape = c_part_shape(c_out, tw.mi, part.cols),
+                              landed_part] { p.download_2d_to(slot, offset, host, shape, landed_part); };
+                if (paced) {
+                    deferred.push_back(std::move(issue));
+                } else {
+                    issue();
+                }
                 continue;
             }
             p.download(part.slot, 0, tw.mi * part.cols * wc,
@@ -676,6 +720,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                            landed_part();
                        });
         }
+        if (paced) pacer->defer(std::move(deferred));
         if (claimed) p.record_downloads(*landed[downloads_issued++ % landed.size()]);
     };
     // A single panel's first plan.group tiles go k outer: each panel chunk, as it
@@ -691,14 +736,14 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             std::vector<TileWork> tiles;
             for (std::uint64_t t = begin; t < begin + grouped; ++t) tiles.push_back(begin_tile(t));
             for (std::uint64_t kc = 0; kc < k_chunks; ++kc) {
-                for (const TileWork& tw : tiles) step(tw, kc);
+                for (const TileWork& tw : tiles) step_paced(tw, kc);
             }
             for (const TileWork& tw : tiles) end_tile(tw);
             first += grouped;
         }
         for (std::uint64_t t = first; t < end; ++t) {
             const TileWork tw = begin_tile(t);
-            for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step(tw, kc);
+            for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step_paced(tw, kc);
             end_tile(tw);
         }
     };
@@ -744,6 +789,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     } else {
         run_tiles(0, grid.count(), group);
     }
+    if (pacer) pacer->flush();
     log::debug_if_slow(kComponent, start, 0.0, "the call up to every operation issued");
     const tile::PipelineStats stats = p.finish();
     log::debug_if_slow(kComponent, start, 0.0, "the call up to the last operation finished");
@@ -770,6 +816,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.pipeline = stats;
     r.c_tiles_split = split_c;
     r.drain_parts = drain_count;
+    r.paced_downloads = pacer ? pacer->paced() : 0;
     pipeline.reset();  // joins its threads, destroys its queues, returns its slots
     log::debug_if_slow(kComponent, start, 0.0, "the call up to the pipeline torn down");
     return r;

@@ -743,6 +743,16 @@ void Pipeline::download_2d_to(SlotId src, std::uint64_t offset, void* host, cons
     }
 }
 
+void Pipeline::downloads_wait_for(SlotId slot) {
+    check_usable("downloads_wait_for");
+    try {
+        wait_hazards(kDownload, slot_of(slot, "downloads_wait_for").track, Access::Read);
+    } catch (...) {
+        record_error(std::current_exception());
+        throw;
+    }
+}
+
 void Pipeline::record_downloads(Event& event) {
     check_usable("record_downloads");
     try {

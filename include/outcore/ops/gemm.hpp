@@ -103,6 +103,13 @@ struct GemmOptions {
     /// 15 % slower (BENCHMARKS.md, "Ninth run"). Off: a tile's chunks run on one
     /// lane, consecutive tiles alternate.
     bool split_c_tiles = false;
+    /// Download each C tile in pieces, one after each of the next tile's GEMMs, instead
+    /// of whole after its own last GEMM (src/ops/gemm_pacing.hpp): for links whose two
+    /// directions share one budget, where a whole tile's download starves the next
+    /// chunks' uploads. Unset: paced where both directions at once carry less than 1.5×
+    /// one direction (the given or measured rates). Only where C is device-readable, the
+    /// tiles are not handed out run by run, and a tile has at least three k chunks.
+    std::optional<bool> pace_c_downloads = std::nullopt;
     /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
     /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits
     /// one GEMM into several calls, which may sum in another order; with this set C is
@@ -156,6 +163,9 @@ struct GemmReport {
     /// Each part past the first adds a GEMM call plan.kernel_calls does not count; 1
     /// also for a run that did not compute the problem's last tile.
     std::uint64_t drain_parts = 1;
+    /// C download pieces issued after a later tile's GEMM (GemmOptions::pace_c_downloads;
+    /// 0: not paced).
+    std::uint64_t paced_downloads = 0;
 };
 
 /// The problem `gemm` would solve and the plan it would run, without running it (the

@@ -240,6 +240,12 @@ public:
     void download_2d_to(SlotId src, std::uint64_t offset, void* host, const Copy2D& shape,
                         std::function<void()> done = {});
 
+    /// Makes every later download wait, on the device, for the writes to `slot` issued
+    /// so far, without accessing `slot`: paces downloads behind compute they do not
+    /// otherwise depend on (ops::gemm spreads a C tile's download over the next tile's
+    /// GEMMs so that it does not take the link from their uploads).
+    void downloads_wait_for(SlotId slot);
+
     /// Records `event` on the download queue after every download issued so far: its
     /// wait() returns once they have landed and rethrows a failure of the device work
     /// they depend on. Lets a caller pace itself against the device even when nothing

@@ -7,7 +7,8 @@
 // float64 reference. Covered: every transpose combination, every schedule forced with
 // ragged tiles, β ≠ 0 with a direct input C, C in place, every mix of direct and
 // packed operands, f32, f64 and bf16 (2-byte inputs, 4-byte C), panel rings with
-// every prefetch depth; no staging when everything is direct; progress to 1.0.
+// every prefetch depth; paced C downloads; no staging when everything is direct;
+// progress to 1.0.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -300,6 +301,57 @@ TEST(GemmDirectThreads, PanelRingsWithEveryPrefetchDepth) {
             EXPECT_EQ(direct.report.peak_device_bytes, plan.device_bytes);
         }
     }
+    expect_nothing_held(*device);
+}
+
+// Paced C downloads (GemmOptions::pace_c_downloads): each tile but the last goes down in
+// column pieces issued after the next tile's GEMMs. The same GEMMs run, so C is the
+// same bits as the unpaced run, for every schedule and β; the pieces are counted;
+// nothing is paced through staging (C packed) or with one k chunk. Unset, the rates
+// the options give decide: directions that share the link pace, a full-duplex link not.
+TEST(GemmDirectThreads, PacedDownloadsEqualWholeTilesBitForBit) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (GemmSchedule s :
+         {GemmSchedule::SquareC, GemmSchedule::APanelResident, GemmSchedule::BPanelResident}) {
+        for (const double beta : {0.0, 0.75}) {
+            Problem pb(rng, 97, 83, 71, DType::F32, rng() % 2 == 0, rng() % 2 == 0, beta);
+            const GemmPlan plan = fixed_plan(*device, pb, s, 32, 24, 16);
+            SCOPED_TRACE(testing::Message() << outcore::tile::to_string(s) << " beta " << beta);
+            ASSERT_GE(plan.k_chunks(), 3U);
+            pb.options.pace_c_downloads = false;
+            const Result whole = run(*device, pb, plan, kAllDirect);
+            EXPECT_EQ(whole.report.paced_downloads, 0U);
+            pb.options.pace_c_downloads = true;
+            const Result paced = run(*device, pb, plan, kAllDirect);
+            expect_same_as_packed(pb, paced, whole);
+            // Every tile but the last in min(k_chunks - 1, 8) pieces, issued after GEMMs
+            // of the tiles that follow (the last tile's GEMMs take the one before it).
+            const std::uint64_t tiles = plan.c_grid().count();
+            const std::uint64_t pieces = std::min<std::uint64_t>(plan.k_chunks() - 1, 8);
+            EXPECT_EQ(paced.report.paced_downloads, (tiles - 1) * pieces);
+            EXPECT_EQ(paced.report.pipeline.download_count,
+                      whole.report.pipeline.download_count + (tiles - 1) * (pieces - 1));
+            const Result packed = run(*device, pb, plan, Direct{.a = true, .b = true, .c = false});
+            EXPECT_EQ(packed.report.paced_downloads, 0U) << "a packed C was paced";
+            EXPECT_EQ(first_difference(packed.c, whole.c), -1);
+        }
+    }
+    // One k chunk: nothing to spread.
+    Problem one(rng, 64, 64, 16, DType::F32, false, false, 0.0);
+    one.options.pace_c_downloads = true;
+    const GemmPlan single = fixed_plan(*device, one, GemmSchedule::SquareC, 16, 16, 16);
+    EXPECT_EQ(run(*device, one, single, kAllDirect).report.paced_downloads, 0U);
+    // Unset: the given rates decide (48 GB/s each way, 58 both: shared; 101: not), for
+    // tiles of two 4 MiB pieces at least.
+    Problem pb(rng, 1024, 4096, 48, DType::F32, false, false, 0.0);
+    const GemmPlan plan = fixed_plan(*device, pb, GemmSchedule::SquareC, 1024, 2048, 16);
+    pb.options.link_bytes_per_second = 48e9;
+    pb.options.link_d2h_bytes_per_second = 49e9;
+    pb.options.link_duplex_bytes_per_second = 58e9;
+    EXPECT_GT(run(*device, pb, plan, kAllDirect).report.paced_downloads, 0U);
+    pb.options.link_duplex_bytes_per_second = 101e9;
+    EXPECT_EQ(run(*device, pb, plan, kAllDirect).report.paced_downloads, 0U);
     expect_nothing_held(*device);
 }
 

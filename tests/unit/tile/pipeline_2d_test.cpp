@@ -2,8 +2,9 @@
 // backend: sub-blocks of a strided host array go up and come back with no staging,
 // in program order with compute and with staged uploads into the same slot; no byte
 // outside the runs changes on the host; a download's done callback runs only once its
-// bytes have landed, in download order; the statistics count width × rows (not the
-// span); bad ranges are UsageError. Suites named *Threads also run under TSan.
+// bytes have landed, in download order; downloads_wait_for holds later downloads behind
+// a compute they do not read; the statistics count width × rows (not the span); bad
+// ranges are UsageError. Suites named *Threads also run under TSan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -304,6 +305,59 @@ TEST(Pipeline2DThreads, DoneRunsAfterTheBytesLandInOrder) {
     for (int t = 0; t < kTiles; ++t) expected_order[static_cast<std::size_t>(t)] = t;
     EXPECT_EQ(order, expected_order);
     EXPECT_EQ(landed, std::vector<int>(kTiles, 1)) << "a done callback ran before its bytes landed";
+    expect_nothing_held(*device);
+}
+
+// downloads_wait_for: a download of a slot written long ago waits, on the device, for
+// a later compute into another slot it does not touch (held on a flag here) — and
+// without the call it does not, so the test can tell. An unknown slot is a UsageError.
+TEST(Pipeline2DThreads, DownloadsWaitForALaterComputeOnlyWhenAsked) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    const Copy2D shape{.width_bytes = 64, .rows = 4, .host_pitch_bytes = 64, .buffer_pitch_bytes = 64};
+    const std::uint64_t span = shape.buffer_span_bytes();
+    const std::vector<std::byte> input = random_bytes(rng, span);
+    for (const bool paced : {false, true}) {
+        SCOPED_TRACE(paced ? "paced" : "not paced");
+        std::vector<std::byte> host(span, std::byte{0});
+        std::atomic<bool> release{false};
+        std::atomic<bool> landed{false};
+        {
+            PipelineOptions o;
+            o.budget_bytes = 3 * span + 4 * kKiB;
+            for (int i = 0; i < 3; ++i) o.slots.push_back({span, "test.slot"});
+            Pipeline p(*device, o);
+            const SlotId in{0}, done{1}, later{2};
+            p.upload_from(in, 0, input.data(), span);
+            p.compute({reads(in), writes(done)}, [&](Queue& q) { q.copy(p.view(in), p.view(done)); });
+            p.compute({writes(later)}, [&](Queue& q) {
+                q.host_task([&release] { wait_for(release); });
+                q.fill(p.view(later), std::byte{7});
+            });
+            if (paced) p.downloads_wait_for(later);
+            p.download_2d_to(done, 0, host.data(), shape, [&landed] { landed = true; });
+            const auto until = std::chrono::steady_clock::now() + 2s;
+            while (!paced && !landed.load() && std::chrono::steady_clock::now() < until)
+                std::this_thread::sleep_for(100us);
+            if (!paced) {
+                EXPECT_TRUE(landed.load()) << "an unpaced download waited for a compute it does not read";
+            } else {
+                std::this_thread::sleep_for(20ms);
+                EXPECT_FALSE(landed.load()) << "the download ran before the compute it was to wait for";
+            }
+            release = true;
+            (void)p.finish();
+        }
+        EXPECT_TRUE(landed.load());
+        EXPECT_EQ(host, input);
+    }
+    {
+        PipelineOptions o;
+        o.budget_bytes = span + 4 * kKiB;
+        o.slots.push_back({span, "test.slot"});
+        Pipeline p(*device, o);
+        EXPECT_THROW(p.downloads_wait_for(SlotId{3}), outcore::UsageError);
+    }
     expect_nothing_held(*device);
 }
 
