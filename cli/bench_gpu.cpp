@@ -262,6 +262,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::uint32_t group = 1;
         std::uint32_t c_slots = 0;
         std::uint32_t depth = 2;
+        std::uint32_t lanes = 0;                   // 0: the device's
+        std::optional<bool> paced = std::nullopt;  // unset: as the options decide
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -271,8 +273,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         {"tf32, budget 1/2", DType::F32, GemmCompute::FastTF32, f32_ops / 2, in_core.tf32, 0.92, 5e-3},
         {"bf16, budget 1/4", DType::BF16, GemmCompute::Exact, bf16_ops / 4, in_core.bf16, 1 / 1.15, 2e-2},
     };
-    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC][:dD] — the standard case of that type (its budget)
-    // with forced tiles, reported as a line only: for tuning the planner on a real device.
+    // --explore TYPE[@FRACTION]:SCHEDULE:MxNxK[:gG][:cC][:dD][:lL][:paced|:whole] — the standard case of that
+    // type (its budget) with forced tiles, reported as a line only: for tuning the planner on a real device.
     for (const std::string& e : f.explore) {
         const std::size_t colon = e.find(':');
         if (colon == std::string::npos)
@@ -296,6 +298,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
         x.c_slots = forced.c_slots;
         if (forced.depth != 0) x.depth = forced.depth;
+        x.lanes = forced.lanes;
+        x.paced = forced.paced;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -323,7 +327,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .staging_cache = &staging,
                            .device_cache = &slots,
                            .queue_cache = &queues,
-                           .split_c_tiles = f.split_c};
+                           .compute_lanes = oc.lanes,
+                           .split_c_tiles = f.split_c,
+                           .pace_c_downloads = oc.paced};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, mc, o);
@@ -616,9 +622,10 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_option(
            "--explore", f->explore,
            "Also run a GEMM case with forced tiles: "
-           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
+           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:paced|:whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
-           ":d3 for three slots per streamed operand)")
+           ":d3 for three slots per streamed operand; :l1 for one compute lane; :paced or :whole to "
+           "force C downloads paced over the next tile's GEMMs or not)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");
     gpu->add_flag("--skip-blur", f->skip_blur, "Skip the Gaussian blur case");

@@ -280,9 +280,9 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
 ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
     const auto bad = [&] {
         return UsageError(
-            "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
-                                 "(schedule square-c, a-panel or b-panel; sizes, group and "
-                                 "C slots positive integers; depth 2 or 3)",
+            "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
+                                 "[:lLANES][:paced|:whole] (schedule square-c, a-panel or b-panel; sizes, "
+                                 "group and C slots positive integers; depth 2 or 3; lanes 1 or 2)",
                                  option));
     };
     const std::size_t colon = text.find(':');
@@ -317,7 +317,12 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     suffix('g', f.group);
     suffix('c', f.c_slots);
     suffix('d', f.depth);
-    if (at != end || (f.depth != 0 && f.depth != 2 && f.depth != 3)) throw bad();
+    suffix('l', f.lanes);
+    // Then ":paced" or ":whole": C downloads paced over the next tile's GEMMs, or not.
+    for (const auto& [word, paced] : {std::pair{std::string_view(":paced"), true}, {":whole", false}}) {
+        if (std::string_view(at, static_cast<std::size_t>(end - at)) == word) f.paced = paced, at = end;
+    }
+    if (at != end || (f.depth != 0 && f.depth != 2 && f.depth != 3) || f.lanes > 2) throw bad();
     return f;
 }
 

@@ -339,6 +339,8 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
             x.c_slots = forced.c_slots;
             if (forced.depth != 0) x.pipeline_depth = forced.depth;
+            if (forced.lanes != 0) x.compute_lanes = forced.lanes;
+            if (forced.paced) x.pace_c_downloads = forced.paced;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);
@@ -346,8 +348,9 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                 say(fmt::format("explore {}: {}", e, err.what()));
                 continue;
             }
+            ops::GemmReport xr;
             const Timing tx =
-                time_reps(warmup, reps, [&] { (void)ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
+                time_reps(warmup, reps, [&] { xr = ops::execute_gemm(*dev, xp, ma, mb, mc, x); });
             std::string traced;
             if (!f.trace.empty()) {
                 traced = explore_trace_path(f.trace, e);
@@ -355,11 +358,12 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             }
             explored.push_back({{"explore", e},
                                 {"c_slots", xp.c_slots},
+                                {"paced_downloads", xr.paced_downloads},
                                 {"timing", tx.to_json()},
                                 {"of_in_core", best_s / tx.median()}});
-            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}{}", e,
+            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}", e,
                             tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots,
-                            xp.depth, traced.empty() ? "" : ", traced to " + traced));
+                            xp.depth, xr.paced_downloads, traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;
@@ -443,12 +447,12 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
                    "device has calibrated timestamps; docs/tracing.md)")
         ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
-    vk->add_option(
-          "--explore", f->explore,
-          "Also time the out-of-core GEMM with a forced plan, SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH] "
-          "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; DEPTH 2 or 3 "
-          "slots per streamed operand; repeatable); "
-          "traced beside --trace")
+    vk->add_option("--explore", f->explore,
+                   "Also time the out-of-core GEMM with a forced plan, "
+                   "SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:paced|:whole] "
+                   "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; DEPTH 2 or 3 "
+                   "slots per streamed operand; LANES 1 or 2 compute queues; C downloads paced over the next "
+                   "tile's GEMMs or whole; repeatable); traced beside --trace")
         ->type_name("PLAN");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }

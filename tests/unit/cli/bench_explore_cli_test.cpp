@@ -1,7 +1,8 @@
 // tests/unit/cli/bench_explore_cli_test.cpp — `outcore bench vulkan --explore` run as a
 // process: every malformed plan is refused with a one-line usage error (exit code 2)
 // before anything runs — out-of-range and signed numbers, spaces, a zero size or group,
-// missing or extra fields (gpu_bench::parse_forced_tiles, shared with bench gpu). An
+// missing or extra fields, lanes other than 1 or 2, misspelt or doubled ":paced" /
+// ":whole" (gpu_bench::parse_forced_tiles, shared with bench gpu). An
 // outcore built without Vulkan refuses the command itself, also with exit code 2.
 // Well-formed ones run, C slots and groups included.
 #include <gtest/gtest.h>
@@ -44,7 +45,14 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "square-c:1x2x3:d1",
                                    "square-c:1x2x3:d4",
                                    "square-c:1x2x3:d",
-                                   "square-c:1x2x3:d3:c3"}) {
+                                   "square-c:1x2x3:d3:c3",
+                                   "square-c:1x2x3:l3",
+                                   "square-c:1x2x3:l0",
+                                   "square-c:1x2x3:l1:d2",
+                                   "square-c:1x2x3:paced:l1",
+                                   "square-c:1x2x3:pace",
+                                   "square-c:1x2x3:whole:paced",
+                                   "square-c:1x2x3:pacedx"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -56,8 +64,9 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
     }
 }
 
-// Well-formed plans go to the planner: a C ring of three slots (":c3") and rings of
-// three operand chunks (":d3") run and say so; plans it cannot make (a single panel over
+// Well-formed plans go to the planner: a C ring of three slots (":c3"), rings of three
+// operand chunks (":d3"), one compute lane with paced C downloads (":l1:paced") and
+// whole ones (":whole") run and say so; plans it cannot make (a single panel over
 // the 192 KiB budget, with ":g2:c3" parsed; more C slots than C tiles; a group of a plan
 // with several panels) are a line each, and the command goes on.
 TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
@@ -78,6 +87,10 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
                                  "--explore",
                                  "square-c:64x64x32:c3:d3",
                                  "--explore",
+                                 "square-c:64x64x32:l1:paced",
+                                 "--explore",
+                                 "square-c:64x64x32:whole",
+                                 "--explore",
                                  "a-panel:256x64x32:g2:c3",
                                  "--explore",
                                  "square-c:64x64x32:c17",
@@ -93,6 +106,12 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
     // ":d3": three slots per streamed operand.
     EXPECT_NE(r.out.find("explore square-c:64x64x32:c3:d3: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("of in-core), C slots 3, depth 3"), std::string::npos) << r.out;
+    // ":l1:paced": one lane, C downloads paced over the next tile's GEMMs (16 tiles of 8
+    // chunks: 15 tiles in 7 pieces each); ":whole": none paced.
+    EXPECT_NE(r.out.find("explore square-c:64x64x32:l1:paced: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("depth 2, paced downloads 105"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("explore square-c:64x64x32:whole: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("depth 2, paced downloads 0"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("explore a-panel:256x64x32:g2:c3: [tile] GEMM 256x256x256 f32 with a-panel tiles "
                          "256x64x32 does not fit"),
               std::string::npos)
