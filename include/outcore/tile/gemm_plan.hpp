@@ -129,8 +129,11 @@ struct GemmPlan {
     [[nodiscard]] double reuse_side() const noexcept;
 };
 
-/// The most tile shapes one plan_gemm call asks PlanLimits::gemm_shape_flops for.
-inline constexpr std::size_t kMaxShapeProbes = 6;
+/// The most tile shapes one plan_gemm call asks PlanLimits::gemm_shape_flops for. Eight:
+/// with six, the Vulkan GEMM on an H100 sometimes probed only k chunks up to 1024 (the
+/// single rate ranks shallow chunks first) and ran 16384×2816×1024 at 0.878 of in-core
+/// where the deeper 1536 and 2048 chunks, unprobed, ran at 0.90–0.91 (BENCHMARKS.md).
+inline constexpr std::size_t kMaxShapeProbes = 8;
 
 /// Input element bytes of a GEMM type (UsageError for types GEMM does not take).
 [[nodiscard]] std::uint32_t gemm_input_bytes(DType type);

@@ -421,7 +421,13 @@ DeviceInfo describe(VkPhysicalDevice device, std::uint32_t index) {
     info.max_buffer_bytes = l.maxStorageBufferRange;
     info.max_allocation_bytes =
         m3.maxMemoryAllocationSize > 0 ? std::min(m3.maxMemoryAllocationSize, heap_bytes) : heap_bytes;
-    info.compute_lanes = choose_queues(device).has_compute2 ? 2U : 1U;
+    // One lane unless asked for two: on an H100 NVIDIA's driver ran a tile's last GEMM
+    // beside the next tile's first on the other VkQueue at about half speed each, and the
+    // ring's next upload waited for both (square-c 16384×2816×2048: 0.887 of in-core on
+    // two lanes, 0.908 on one; 16384×4096×1536: 0.899 and 0.910; BENCHMARKS.md).
+    const char* lanes = std::getenv("OUTCORE_VULKAN_COMPUTE_LANES");
+    const bool two = lanes != nullptr && std::string_view(lanes) == "2";
+    info.compute_lanes = two && choose_queues(device).has_compute2 ? 2U : 1U;
     return info;
 }
 
