@@ -37,6 +37,18 @@ float f16_to_f32(std::uint16_t bits) noexcept {
     return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
+float bf16_to_f32(std::uint16_t bits) noexcept {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
+}
+
+std::uint16_t f32_to_bf16(float value) noexcept {
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+    if ((bits & 0x7fffffffU) > 0x7f800000U) return static_cast<std::uint16_t>((bits >> 16) | 0x40U);  // NaN
+    // Round to nearest even on the 16 bits dropped; a carry steps the exponent (to inf
+    // past the largest finite value), which is right.
+    return static_cast<std::uint16_t>((bits + 0x7fffU + ((bits >> 16) & 1U)) >> 16);
+}
+
 std::uint16_t f32_to_f16(float value) noexcept {
     const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
     const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000U);

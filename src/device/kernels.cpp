@@ -32,9 +32,13 @@ void Kernels::gemm(Queue& queue, const GemmTileArgs& a) {
         throw UsageError("gemm", fmt::format("this backend has no {} GEMM{}", to_string(a.type),
                                              a.compute == GemmCompute::FastTF32 ? " with tf32" : ""));
     }
+    if (a.narrow_c && !supports_narrow_c(a.type)) {
+        throw UsageError("gemm", fmt::format("this backend has no {} GEMM with a {} C", to_string(a.type),
+                                             to_string(a.type)));
+    }
     if (a.m == 0 || a.n == 0) return;
     const std::uint32_t in_bytes = dtype_bytes(a.type);
-    const std::uint32_t out_bytes = dtype_bytes(gemm_c_dtype(a.type));  // 16-bit floats accumulate into f32 C
+    const std::uint32_t out_bytes = dtype_bytes(gemm_tile_c_dtype(a));  // f32 for 16-bit inputs unless narrow
     if (a.k > 0) {
         check_operand("a", a.a, a.trans_a ? a.k : a.m, a.trans_a ? a.m : a.k, a.lda, in_bytes);
         check_operand("b", a.b, a.trans_b ? a.n : a.k, a.trans_b ? a.k : a.n, a.ldb, in_bytes);

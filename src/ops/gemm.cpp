@@ -151,7 +151,9 @@ std::uint64_t budget_for(const Device& device, const GemmOptions& options) {
 tile::GemmProblem gemm_problem(const io::MatrixSource& a, const io::MatrixSource& b, const io::MatrixSink& c,
                                const GemmOptions& options) {
     const std::uint32_t out_bytes = tile::gemm_output_bytes(options.type);  // UsageError for other types
-    const DType out_type = out_bytes == dtype_bytes(options.type) ? options.type : DType::F32;
+    // 16-bit inputs take an f32 C, or one of their own type (tile::GemmProblem::narrow_c).
+    const bool narrow_c = out_bytes != dtype_bytes(options.type) && c.dtype() == options.type;
+    const DType out_type = out_bytes == dtype_bytes(options.type) || narrow_c ? options.type : DType::F32;
     auto check_type = [&](const char* name, DType have, DType want) {
         if (have != want) {
             throw UsageError(kComponent, fmt::format("{} holds {} elements, the GEMM needs {}", name,
@@ -171,6 +173,7 @@ tile::GemmProblem gemm_problem(const io::MatrixSource& a, const io::MatrixSource
     p.trans_a = options.trans_a;
     p.trans_b = options.trans_b;
     p.beta_nonzero = options.beta != 0.0;
+    p.narrow_c = narrow_c;
     const std::uint64_t kb = op_rows(b, options.trans_b);
     if (kb != p.k) {
         throw UsageError(
@@ -239,12 +242,17 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
             kComponent, fmt::format("device {} has no {}{} GEMM", device.info().id(), to_string(options.type),
                                     options.compute == GemmCompute::FastTF32 ? " (tf32)" : ""));
     }
+    if (problem.narrow_c && !device.kernels().supports_narrow_c(options.type)) {
+        throw UsageError(
+            kComponent, fmt::format("device {} has no {} GEMM with a {} C (use an f32 C)", device.info().id(),
+                                    to_string(options.type), to_string(options.type)));
+    }
     tile::PlanLimits limits = gemm_limits(device, options);
     if (options.measure_rates && options.link_bytes_per_second == 0 && limits.link_bytes_per_second > 0) {
         // Chunks of operands in device-readable memory go up as 2-D copies whose runs are
         // their columns; each run length is measured once (tile/limits.hpp).
         const std::uint64_t w = tile::gemm_input_bytes(options.type);
-        const std::uint64_t wc = tile::gemm_output_bytes(options.type);
+        const std::uint64_t wc = tile::gemm_c_bytes(problem);
         const std::optional<io::DirectMatrix> c_view =
             problem.beta_nonzero && options.c_in != nullptr ? options.c_in->direct() : c.direct_sink();
         limits.gemm_copy_rate = [&device, w, wc, trans_a = problem.trans_a, trans_b = problem.trans_b,
@@ -289,7 +297,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const tile::GemmProblem& pp = plan.problem;
     if (pp.m != problem.m || pp.n != problem.n || pp.k != problem.k || pp.type != problem.type ||
         pp.trans_a != problem.trans_a || pp.trans_b != problem.trans_b ||
-        pp.beta_nonzero != problem.beta_nonzero || pp.compute != problem.compute) {
+        pp.beta_nonzero != problem.beta_nonzero || pp.compute != problem.compute ||
+        pp.narrow_c != problem.narrow_c) {
         throw UsageError(kComponent, "the plan was made for another problem");
     }
     if (plan.tile_m == 0 || plan.tile_n == 0 || plan.tile_k == 0 || plan.a_slots == 0 || plan.b_slots == 0 ||
@@ -297,7 +306,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         throw UsageError(kComponent, "the plan is empty (make it with plan_gemm)");
     }
     const std::uint64_t w = tile::gemm_input_bytes(problem.type);
-    const std::uint64_t wc = tile::gemm_output_bytes(problem.type);
+    const std::uint64_t wc = tile::gemm_c_bytes(problem);
     const tile::TileGrid grid = plan.c_grid();
     const std::uint64_t k_chunks = plan.k_chunks();
     const bool beta_nonzero = problem.beta_nonzero;
@@ -387,8 +396,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
     // Streamed (square-C) A only from device-readable memory: a packed piece would hold
     // a whole chunk's staging buffer, so a chunk's pieces would fill the staging ring.
+    // Not for a 16-bit C: the pieces' GEMMs would round their partial sums into it.
     if ((a_panel || (a_streamed && a_direct)) && !a_cut.k_rows && !options.one_call_per_chunk &&
-        !options.split_c_tiles && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
+        !problem.narrow_c && !options.split_c_tiles && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
         piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
         const std::uint64_t on0 = panel_extent(0).second;
         if (piece_k < plan.tile_k) {
@@ -612,6 +622,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // args.c: set per C part below (a split slot is reachable only through its parts).
         args.ldc = tw.mi;
         args.alpha = options.alpha;
+        args.narrow_c = problem.narrow_c;
         // β scales C once, on the first chunk; later chunks accumulate.
         args.beta = kc == 0 ? options.beta : 1.0;
         const bool overwrite = kc == 0 && !beta_nonzero;

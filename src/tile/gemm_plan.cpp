@@ -33,6 +33,10 @@ void validate(const GemmProblem& p) {
     if (p.compute == GemmCompute::FastTF32 && p.type != DType::F32) {
         throw UsageError("tile", fmt::format("GEMM: tf32 compute needs f32 data, not {}", to_string(p.type)));
     }
+    if (p.narrow_c && p.type != DType::BF16 && p.type != DType::F16) {
+        throw UsageError("tile", fmt::format("GEMM: a C narrower than f32 needs bf16 or f16 inputs, not {}",
+                                             to_string(p.type)));
+    }
     if (p.beta_nonzero && p.tail == TailPolicy::ShiftInwards) {
         throw UsageError("tile",
                          "GEMM: the shift-inwards tail computes overlapped C elements twice, which is "
@@ -488,7 +492,10 @@ SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedule
     const GemmProblem& p = cx.problem;
     const std::vector<Axis> ms = axes(p.m, p.tail, sizes);
     const std::vector<Axis> ns = axes(p.n, p.tail, sizes);
-    const std::vector<Axis> ks = axes(p.k, TailPolicy::Shrink, sizes);
+    // A 16-bit C holds no partial sums: one chunk over the whole k.
+    const std::vector<Axis> ks = p.narrow_c
+                                     ? std::vector<Axis>{detail::make_axis(p.k, p.k, TailPolicy::Shrink)}
+                                     : axes(p.k, TailPolicy::Shrink, sizes);
 
     SearchResult r;
     GemmPlan c;
@@ -519,12 +526,9 @@ SearchResult search(const Context& cx, const std::vector<GemmSchedule>& schedule
 Context make_context(const GemmProblem& problem, const PlanLimits& limits) {
     validate(problem);
     detail::validate_limits(limits, "GEMM");
-    Context cx{problem,
-               limits,
-               gemm_input_bytes(problem.type),
-               gemm_output_bytes(problem.type),
-               detail::link_model(limits),
-               false};
+    Context cx{
+        problem, limits, gemm_input_bytes(problem.type), gemm_c_bytes(problem), detail::link_model(limits),
+        false};
     cx.timed = limits.compute_flops > 0 && cx.link.known();
     return cx;
 }
@@ -600,10 +604,14 @@ std::uint32_t gemm_output_bytes(DType type) {
     return dtype_bytes(gemm_c_dtype(type));
 }
 
+std::uint32_t gemm_c_bytes(const GemmProblem& problem) {
+    return problem.narrow_c ? gemm_input_bytes(problem.type) : gemm_output_bytes(problem.type);
+}
+
 std::uint64_t gemm_lower_bound_bytes(const GemmProblem& p, std::uint64_t budget_bytes) {
     validate(p);
     const std::uint64_t w = gemm_input_bytes(p.type);
-    const std::uint64_t wc = gemm_output_bytes(p.type);
+    const std::uint64_t wc = gemm_c_bytes(p);
     const Count c = Count(p.m) * p.n * wc;
     const Count compulsory = (Count(p.m) * p.k + Count(p.k) * p.n) * w + c + (p.beta_nonzero ? c : Count(0));
     if (!compulsory.ok()) {
@@ -646,6 +654,12 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
     const Axis am = detail::make_axis(problem.m, tile_m, problem.tail);
     const Axis an = detail::make_axis(problem.n, tile_n, problem.tail);
     const Axis ak = detail::make_axis(problem.k, tile_k, TailPolicy::Shrink);
+    if (problem.narrow_c && ak.count > 1) {
+        throw UsageError("tile",
+                         fmt::format("{}: a {} C holds no partial sums, so tile_k must be the whole k "
+                                     "({}), not {}",
+                                     describe(problem), to_string(problem.type), problem.k, tile_k));
+    }
     GemmPlan plan;
     plan.problem = problem;
     plan.schedule = schedule;

@@ -27,6 +27,11 @@ enum class DType : unsigned char { F32, F64, BF16, F16, U8, U16 };
     return t == DType::BF16 || t == DType::F16 ? DType::F32 : t;
 }
 
+/// bfloat16 bits to float (exact) and float to bfloat16 (round to nearest even; NaN
+/// stays a quiet NaN, as CUDA's __float2bfloat16_rn does).
+[[nodiscard]] float bf16_to_f32(std::uint16_t bits) noexcept;
+[[nodiscard]] std::uint16_t f32_to_bf16(float value) noexcept;
+
 /// IEEE binary16 bits to float (exact) and float to binary16 (round to nearest even).
 [[nodiscard]] float f16_to_f32(std::uint16_t bits) noexcept;
 [[nodiscard]] std::uint16_t f32_to_f16(float value) noexcept;

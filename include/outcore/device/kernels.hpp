@@ -24,7 +24,8 @@ class Queue;
 enum class GemmCompute : unsigned char { Exact, FastTF32 };
 
 /// C[m×n] = alpha · op(A)[m×k] · op(B)[k×n] + beta · C, all in `type` (bf16 inputs
-/// accumulate and store C in f32). Leading dimensions are in elements.
+/// accumulate and store C in f32, or with narrow_c in bf16). Leading dimensions are in
+/// elements.
 struct GemmTileArgs {
     DType type = DType::F32;
     GemmCompute compute = GemmCompute::Exact;
@@ -39,7 +40,17 @@ struct GemmTileArgs {
     std::uint64_t ldc = 0;
     double alpha = 1.0;
     double beta = 0.0;
+    /// 16-bit float inputs (bf16, f16) only: C holds the inputs' type, not f32. The
+    /// sums are f32 as always and rounded once, to nearest even, when stored; β·C reads
+    /// the 16-bit C widened. Where Kernels::supports_narrow_c says so.
+    bool narrow_c = false;
 };
+
+/// The element type of a GEMM tile's C: gemm_c_dtype(type), or the 16-bit input type
+/// with narrow_c.
+[[nodiscard]] constexpr DType gemm_tile_c_dtype(const GemmTileArgs& a) noexcept {
+    return a.narrow_c && (a.type == DType::BF16 || a.type == DType::F16) ? a.type : gemm_c_dtype(a.type);
+}
 
 /// Which filter a FilterTileArgs runs.
 enum class FilterOp : unsigned char {
@@ -103,6 +114,10 @@ public:
     [[nodiscard]] bool supports_gemm(DType type, GemmCompute compute) const noexcept {
         return do_supports_gemm(type, compute);
     }
+    /// True when gemm accepts GemmTileArgs::narrow_c for 16-bit inputs of `type`.
+    [[nodiscard]] bool supports_narrow_c(DType type) const noexcept {
+        return (type == DType::BF16 || type == DType::F16) && do_supports_narrow_c(type);
+    }
 
     /// Enqueues one filter tile on `queue`. Throws UsageError for sizes that do not
     /// fit the views or an unsupported type.
@@ -114,6 +129,8 @@ public:
 
 private:
     virtual void do_gemm(Queue& queue, const GemmTileArgs& args) = 0;
+    /// Optional; the default has none.
+    [[nodiscard]] virtual bool do_supports_narrow_c(DType /*type*/) const noexcept { return false; }
     /// Optional; the default throws UsageError ("this backend has no filter kernels").
     virtual void do_filter(Queue& queue, const FilterTileArgs& args);
     /// Optional; the default throws UsageError ("this backend has no edge-fill kernel").

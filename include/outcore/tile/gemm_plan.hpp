@@ -39,6 +39,10 @@ struct GemmProblem {
     bool trans_a = false;  ///< transposes change which host bytes form a tile, not how many
     bool trans_b = false;
     bool beta_nonzero = false;  ///< C is read (uploaded) before it is accumulated into
+    /// bf16 or f16 inputs only: C in the inputs' type rather than f32 (half the bytes
+    /// down). A 16-bit C cannot carry partial sums between k chunks, so every plan has
+    /// one chunk over the whole k (tile_k = k).
+    bool narrow_c = false;
     /// Edge C tiles: Shrink (default) or ShiftInwards (full-size tiles for kernels
     /// that need one shape; not allowed with beta_nonzero, where an overlapped
     /// element would be scaled by β twice).
@@ -139,6 +143,8 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 [[nodiscard]] std::uint32_t gemm_input_bytes(DType type);
 /// C element bytes: f32 for bf16 inputs, else the input size.
 [[nodiscard]] std::uint32_t gemm_output_bytes(DType type);
+/// C element bytes of a problem: gemm_output_bytes, or the input size with narrow_c.
+[[nodiscard]] std::uint32_t gemm_c_bytes(const GemmProblem& problem);
 
 /// The best plan for the problem: among all schedules and candidate tiles that fit
 /// the budget, the smallest estimated time (ties: fewer bytes moved, then larger

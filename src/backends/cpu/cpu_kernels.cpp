@@ -57,13 +57,6 @@ Operand check_operand(const char* name, const BufferView& view, std::uint64_t ro
     return Operand{data, static_cast<blasint>(std::max<std::uint64_t>(ld, 1))};
 }
 
-float bf16_to_f32(std::uint16_t bits) noexcept {
-    const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-    float out = 0.0F;
-    std::memcpy(&out, &wide, sizeof out);
-    return out;
-}
-
 /// Widens a column-major bf16 or f16 matrix to a packed f32 one (ld = rows).
 std::vector<float> widen_16(DType type, const std::byte* src, std::uint64_t rows, std::uint64_t cols,
                             std::uint64_t ld) {
@@ -89,6 +82,10 @@ CpuKernels::CpuKernels(const Device& device) noexcept : device_(&device) {
     static std::once_flag once;
     std::call_once(once, [] { openblas_set_num_threads(1); });
 #endif
+}
+
+bool CpuKernels::do_supports_narrow_c(DType /*type*/) const noexcept {
+    return true;  // bf16 and f16 (Kernels::supports_narrow_c asks for no other)
 }
 
 bool CpuKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
@@ -122,7 +119,8 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
                                                  args.n, args.k, kMax));
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
-    const std::uint64_t out_bytes = dtype_bytes(gemm_c_dtype(args.type));  // f32 C for 16-bit floats
+    const std::uint64_t out_bytes =
+        dtype_bytes(gemm_tile_c_dtype(args));  // f32 C for 16-bit floats unless narrow
     const std::uint64_t a_rows = args.trans_a ? args.k : args.m;
     const std::uint64_t a_cols = args.trans_a ? args.m : args.k;
     const std::uint64_t b_rows = args.trans_b ? args.n : args.k;
@@ -160,16 +158,36 @@ void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         case DType::F16:
             // Widening happens on the worker: the inputs are only valid once earlier
             // work on the queue (their upload) has run.
-            cpu_queue->enqueue([=, type = args.type] {
+            cpu_queue->enqueue([=, type = args.type, narrow = args.narrow_c] {
                 const std::vector<float> wa =
                     widen_16(type, a.data, a_rows, a_cols, static_cast<std::uint64_t>(a.ld));
                 const std::vector<float> wb =
                     widen_16(type, b.data, b_rows, b_cols, static_cast<std::uint64_t>(b.ld));
                 const auto packed_lda = static_cast<blasint>(std::max<std::uint64_t>(a_rows, 1));
                 const auto packed_ldb = static_cast<blasint>(std::max<std::uint64_t>(b_rows, 1));
+                if (!narrow) {
+                    cblas_sgemm(CblasColMajor, ta, tb, m, n, k, static_cast<float>(alpha), wa.data(),
+                                packed_lda, wb.data(), packed_ldb, static_cast<float>(beta),
+                                reinterpret_cast<float*>(c.data), c.ld);
+                    return;
+                }
+                // A 16-bit C: summed in f32 (β·C widened first), rounded once when stored.
+                const auto rows = static_cast<std::uint64_t>(m);
+                const auto cols = static_cast<std::uint64_t>(n);
+                const auto ldc = static_cast<std::uint64_t>(c.ld);
+                std::vector<float> wc = beta != 0.0
+                                            ? widen_16(type, c.data, rows, cols, ldc)
+                                            : std::vector<float>(static_cast<std::size_t>(rows * cols));
                 cblas_sgemm(CblasColMajor, ta, tb, m, n, k, static_cast<float>(alpha), wa.data(), packed_lda,
-                            wb.data(), packed_ldb, static_cast<float>(beta), reinterpret_cast<float*>(c.data),
-                            c.ld);
+                            wb.data(), packed_ldb, static_cast<float>(beta), wc.data(),
+                            static_cast<blasint>(std::max<std::uint64_t>(rows, 1)));
+                const auto narrow_of = type == DType::BF16 ? f32_to_bf16 : f32_to_f16;
+                for (std::uint64_t j = 0; j < cols; ++j) {
+                    for (std::uint64_t i = 0; i < rows; ++i) {
+                        const std::uint16_t bits = narrow_of(wc[static_cast<std::size_t>(i + j * rows)]);
+                        std::memcpy(c.data + (i + j * ldc) * 2, &bits, sizeof bits);
+                    }
+                }
             });
             break;
         default: break;  // excluded by do_supports_gemm above

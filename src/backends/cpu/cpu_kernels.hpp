@@ -22,6 +22,7 @@ private:
     /// Checks the queue and views (defensively: it guards memory safety), resolves
     /// addresses now and enqueues the BLAS call on the queue's worker.
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
+    [[nodiscard]] bool do_supports_narrow_c(DType type) const noexcept override;
     /// Filter tiles (u8/u16/f32, 1–4 channels, Conv2D up to 15×15), vectorized and
     /// split over a shared thread pool on the queue's worker; in cpu_filters.cpp.
     void do_filter(Queue& queue, const FilterTileArgs& args) override;

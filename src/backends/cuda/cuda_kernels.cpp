@@ -63,6 +63,10 @@ FilterKind filter_kind(FilterOp op) noexcept {
 
 }  // namespace
 
+bool CudaKernels::do_supports_narrow_c(DType /*type*/) const noexcept {
+    return true;  // bf16 and f16 C with CUBLAS_COMPUTE_32F (cublasGemmEx)
+}
+
 bool CudaKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcept {
     switch (type) {
         case DType::F32: return true;
@@ -97,7 +101,8 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
         }
     }
     const std::uint64_t in_bytes = dtype_bytes(args.type);
-    const std::uint64_t out_bytes = dtype_bytes(gemm_c_dtype(args.type));  // f32 C for 16-bit floats
+    const std::uint64_t out_bytes =
+        dtype_bytes(gemm_tile_c_dtype(args));  // f32 C for 16-bit floats unless narrow
     if (args.k > 0) {
         check_kernel_view(*device_, "gemm", "a", args.a, in_bytes);
         check_kernel_view(*device_, "gemm", "b", args.b, in_bytes);
@@ -132,6 +137,7 @@ void CudaKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
             if (args.compute == GemmCompute::FastTF32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
             break;
     }
+    if (args.narrow_c) out_type = in_type;  // a 16-bit C: cuBLAS sums in f32, rounds when storing
     const cublasHandle_t handle = q.cublas();
     const CublasApi& blas = cublas_api();  // loaded by cublas()
     // Host scalars, read by cuBLAS when the call is made: f64 for the f64 compute type,

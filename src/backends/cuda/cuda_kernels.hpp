@@ -33,6 +33,7 @@ public:
 
 private:
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
+    [[nodiscard]] bool do_supports_narrow_c(DType type) const noexcept override;
     void do_filter(Queue& queue, const FilterTileArgs& args) override;
     void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override;
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;

@@ -1,10 +1,9 @@
 // CudaKernels on a real GPU (skipped without one). GEMM: every type and mode against
 // a float64 reference at sizes the conformance suite does not reach, transposes,
-// padded leading dimensions, operands in pinned host memory, k == 0, queue order and
-// refusals. Filters: every op × input × output type × channel count on random tiles,
-// compared bit for bit with the CPU backend, through the shared-memory kernel, the
-// global-memory fallback, weights inline and in a buffer, pinned tiles, and
-// refusals.
+// padded leading dimensions, operands in pinned host memory, k == 0, a 16-bit C for
+// 16-bit inputs, queue order and refusals. Filters: every op × input × output type × channel count on random
+// tiles, compared bit for bit with the CPU backend, through the shared-memory kernel, the global-memory
+// fallback, weights inline and in a buffer, pinned tiles, and refusals.
 #include "backends/cuda/cuda_kernels.hpp"
 
 #include <gtest/gtest.h>
@@ -97,6 +96,11 @@ struct Matrix {
         }
     }
     [[nodiscard]] double get(std::uint64_t at) const {
+        if (type == DType::BF16 || type == DType::F16) {
+            std::uint16_t h = 0;
+            std::memcpy(&h, bytes.data() + at * 2, 2);
+            return type == DType::F16 ? outcore::f16_to_f32(h) : outcore::bf16_to_f32(h);
+        }
         if (type == DType::F64) {
             double d = 0;
             std::memcpy(&d, bytes.data() + at * 8, 8);
@@ -115,6 +119,7 @@ struct GemmCase {
     std::uint64_t m = 1, n = 1, k = 1, pad = 0;
     double alpha = 1.0, beta = 0.0;
     MemoryKind kind = MemoryKind::Device;  ///< where A, B and C live
+    bool narrow_c = false;                 ///< C in the 16-bit input type
 };
 
 struct GemmResult {
@@ -131,7 +136,10 @@ GemmResult run_gemm(Device& dev, const GemmCase& gc, std::mt19937_64& rng) {
     const std::uint64_t br = gc.trans_b ? gc.n : gc.k, bc = gc.trans_b ? gc.k : gc.n;
     Matrix a(gc.type, ar, ac, std::max<std::uint64_t>(ar + gc.pad, 1));
     Matrix b(gc.type, br, bc, std::max<std::uint64_t>(br + gc.pad, 1));
-    Matrix c(gc.type == DType::F64 ? DType::F64 : DType::F32, gc.m, gc.n, gc.m + gc.pad);
+    Matrix c(gc.narrow_c             ? gc.type
+             : gc.type == DType::F64 ? DType::F64
+                                     : DType::F32,
+             gc.m, gc.n, gc.m + gc.pad);
     for (std::uint64_t i = 0; i < a.ld * ac; ++i) a.set(i, uni(rng));
     for (std::uint64_t i = 0; i < b.ld * bc; ++i) b.set(i, uni(rng));
     for (std::uint64_t j = 0; j < gc.n; ++j) {
@@ -160,7 +168,8 @@ GemmResult run_gemm(Device& dev, const GemmCase& gc, std::mt19937_64& rng) {
                                         .c = BufferView(cb, 0, c.bytes.size()),
                                         .ldc = c.ld,
                                         .alpha = gc.alpha,
-                                        .beta = gc.beta});
+                                        .beta = gc.beta,
+                                        .narrow_c = gc.narrow_c});
     Matrix out = c;
     q->download(BufferView(cb, 0, c.bytes.size()), out.bytes.data());
     q->synchronize();
@@ -181,7 +190,7 @@ GemmResult run_gemm(Device& dev, const GemmCase& gc, std::mt19937_64& rng) {
             ref2 += ref * ref;
         }
         for (std::uint64_t i = gc.m; i < c.ld; ++i)
-            r.padding_intact = r.padding_intact && out.get(i + j * c.ld) == kPadding;
+            r.padding_intact = r.padding_intact && out.get(i + j * c.ld) == c.exact[i + j * c.ld];
     }
     r.relative_error = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
     return r;
@@ -228,6 +237,35 @@ TEST_F(CudaKernelsTest, LargerRandomGemmsMatchAFloat64Reference) {
             EXPECT_TRUE(r.padding_intact);
         }
     }
+}
+
+// A C in the inputs' 16-bit type (GemmTileArgs::narrow_c): f32 sums rounded once, so the
+// error is the rounding of C (bf16 2^-9, f16 2^-12 relative at most per element).
+TEST_F(CudaKernelsTest, SixteenBitInputsWriteASixteenBitC) {
+    std::mt19937_64 rng(outcore::test::seed());
+    for (const auto& [type, tolerance] : {std::pair{DType::BF16, 3e-3}, std::pair{DType::F16, 5e-4}}) {
+        EXPECT_TRUE(dev().kernels().supports_narrow_c(type));
+        for (const double beta : {0.0, -0.75}) {
+            GemmCase gc{.type = type,
+                        .trans_a = rng() % 2 == 0,
+                        .trans_b = rng() % 2 == 0,
+                        .m = 129 + rng() % 300,
+                        .n = 65 + rng() % 300,
+                        .k = 200 + rng() % 500,
+                        .pad = rng() % 5,
+                        .alpha = 0.5,
+                        .beta = beta,
+                        .narrow_c = true};
+            SCOPED_TRACE(testing::Message() << outcore::to_string(type) << " " << gc.m << "x" << gc.n << "x"
+                                            << gc.k << " beta=" << beta);
+            const GemmResult r = run_gemm(dev(), gc, rng);
+            EXPECT_LT(r.relative_error, tolerance);
+            EXPECT_GT(r.relative_error, 0.0);  // rounded to 16 bits: never exact at these sizes
+            EXPECT_TRUE(r.all_written);
+            EXPECT_TRUE(r.padding_intact);
+        }
+    }
+    EXPECT_FALSE(dev().kernels().supports_narrow_c(DType::F32));
 }
 
 TEST_F(CudaKernelsTest, GemmReadsAndWritesPinnedHostMemoryInPlace) {

@@ -1,5 +1,6 @@
-// Element types: names, and the binary16 conversions the 16-bit GEMMs use, checked
-// against the compiler's own _Float16 on every f16 pattern and on random floats.
+// Element types: names, the binary16 conversions the 16-bit GEMMs use, checked against
+// the compiler's own _Float16 on every f16 pattern and on random floats, and bfloat16's
+// on every pattern, its ties and its neighbours.
 #include "outcore/device/dtype.hpp"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 
 #include "support/test_seed.hpp"
@@ -59,6 +61,38 @@ TEST(DType, HalfRoundsToNearestEven) {
         }
     }
     for (int i = 0; i < 1000000; ++i) check(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+}
+
+// bfloat16 (a narrow GEMM C): widening is exact, and rounding to nearest even sends every
+// value to the nearer neighbour, ties to the one with an even last bit, values past the
+// largest to inf, and NaN to a NaN.
+TEST(DType, BfloatRoundsToNearestEven) {
+    for (std::uint32_t h = 0; h < 0x7f7f; ++h) {  // each finite value and the next finite one
+        const auto lo = static_cast<std::uint16_t>(h);
+        const auto hi = static_cast<std::uint16_t>(h + 1);
+        const float a = outcore::bf16_to_f32(lo);
+        const float b = outcore::bf16_to_f32(hi);
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(a), h << 16);
+        const float mid = a + (b - a) / 2;  // exact (f32 has 16 more bits), and no overflow
+        const std::uint16_t even = (h & 1U) == 0 ? lo : hi;
+        for (const float sign : {1.0F, -1.0F}) {
+            const auto s = static_cast<std::uint16_t>(sign < 0 ? 0x8000U : 0U);
+            ASSERT_EQ(outcore::f32_to_bf16(sign * a), lo | s) << h;
+            ASSERT_EQ(outcore::f32_to_bf16(sign * mid), even | s) << h;
+            ASSERT_EQ(outcore::f32_to_bf16(sign * std::nextafter(mid, 0.0F)), lo | s) << h;
+            ASSERT_EQ(outcore::f32_to_bf16(sign * std::nextafter(mid, INFINITY)), hi | s) << h;
+        }
+    }
+    EXPECT_EQ(outcore::f32_to_bf16(INFINITY), 0x7f80U);
+    EXPECT_EQ(outcore::f32_to_bf16(-INFINITY), 0xff80U);
+    // The largest finite bf16 (0x7f7f, odd) and past it: the tie with 2^128 rounds to inf.
+    EXPECT_EQ(outcore::f32_to_bf16(std::bit_cast<float>(0x7f7f7fffU)), 0x7f7fU);
+    EXPECT_EQ(outcore::f32_to_bf16(std::bit_cast<float>(0x7f7f8000U)), 0x7f80U);
+    EXPECT_EQ(outcore::f32_to_bf16(std::numeric_limits<float>::max()), 0x7f80U);
+    for (const float nan : {std::numeric_limits<float>::quiet_NaN(), std::bit_cast<float>(0x7f800001U),
+                            std::bit_cast<float>(0xff800001U)}) {
+        EXPECT_TRUE(std::isnan(outcore::bf16_to_f32(outcore::f32_to_bf16(nan))));
+    }
 }
 
 }  // namespace

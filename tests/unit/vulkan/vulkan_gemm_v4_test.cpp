@@ -3,8 +3,8 @@
 // k slices, all four transposes, beta 0 (C is not read: it holds NaN) and beta 1,
 // element offsets and leading dimensions that make 16-byte quads possible (the
 // shader's vec4 loads and stores) and ones that do not (its scalar fallback), and
-// elements between the columns of C left as they were. Skipped where no Vulkan
-// device is found.
+// elements between the columns of C left as they were; a 16-bit C is refused. Skipped
+// where no Vulkan device is found.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -187,6 +187,27 @@ TEST_P(VulkanGemmV4Test, OtherTypesRunTheScalarShaderAtItsOwnBlocking) {
             ASSERT_NEAR(c[i + j * m], want, 1e-12) << "(" << i << ", " << j << ")";
         }
     }
+}
+
+// No 16-bit C on Vulkan (the shaders store f32): supports_narrow_c says so and gemm
+// refuses one.
+TEST_P(VulkanGemmV4Test, RefusesASixteenBitC) {
+    EXPECT_FALSE(dev().kernels().supports_narrow_c(DType::BF16));
+    EXPECT_FALSE(dev().kernels().supports_narrow_c(DType::F16));
+    auto q = dev().create_queue();
+    Block b = dev().allocate({.bytes = 64});
+    EXPECT_THROW(dev().kernels().gemm(*q, GemmTileArgs{.type = DType::BF16,
+                                                       .m = 2,
+                                                       .n = 2,
+                                                       .k = 2,
+                                                       .a = b,
+                                                       .lda = 2,
+                                                       .b = b,
+                                                       .ldb = 2,
+                                                       .c = b,
+                                                       .ldc = 2,
+                                                       .narrow_c = true}),
+                 outcore::UsageError);
 }
 
 INSTANTIATE_TEST_SUITE_P(Depth, VulkanGemmV4Test, ::testing::Values(8U, 16U),
