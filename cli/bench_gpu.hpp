@@ -89,6 +89,10 @@ void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count);
 /// each divided by Σ|a||b| of its dot product (so 1e-7 is float32 rounding).
 [[nodiscard]] double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
                                        std::uint64_t n, DType type, int samples, std::uint64_t seed);
+/// The same for a C of `c_type` (F32, or BF16 as 2-byte values rounded from the sums).
+[[nodiscard]] double gemm_sample_error(const std::byte* a, const std::byte* b, const std::byte* c,
+                                       DType c_type, std::uint64_t n, DType type, int samples,
+                                       std::uint64_t seed);
 
 /// Reading `path` start to end with pread in 8 MiB pieces, after asking the kernel to
 /// drop it from the page cache (posix_fadvise DONTNEED): bytes per second.

@@ -229,26 +229,21 @@ void fill_random(float* data, std::uint64_t count, std::uint64_t seed) {
 
 void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count) {
     parallel_for(count, [&](std::uint64_t i0, std::uint64_t i1) {
-        for (std::uint64_t i = i0; i < i1; ++i) {
-            std::uint32_t u = 0;
-            std::memcpy(&u, &src[i], 4);
-            u += 0x7FFFU + ((u >> 16) & 1U);  // round to nearest even (inputs are finite)
-            dst[i] = static_cast<std::uint16_t>(u >> 16);
-        }
+        for (std::uint64_t i = i0; i < i1; ++i) dst[i] = f32_to_bf16(src[i]);
     });
 }
 
-float bf16_to_float(std::uint16_t v) noexcept {
-    const std::uint32_t u = static_cast<std::uint32_t>(v) << 16;
-    float f = 0;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+float bf16_to_float(std::uint16_t v) noexcept { return bf16_to_f32(v); }
 
 double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c, std::uint64_t n, DType type,
                          int samples, std::uint64_t seed) {
-    auto value = [type](const std::byte* base, std::uint64_t index) -> double {
-        if (type == DType::BF16) {
+    return gemm_sample_error(a, b, reinterpret_cast<const std::byte*>(c), DType::F32, n, type, samples, seed);
+}
+
+double gemm_sample_error(const std::byte* a, const std::byte* b, const std::byte* c, DType c_type,
+                         std::uint64_t n, DType type, int samples, std::uint64_t seed) {
+    auto value = [](DType t, const std::byte* base, std::uint64_t index) -> double {
+        if (t == DType::BF16) {
             std::uint16_t v = 0;
             std::memcpy(&v, base + index * 2, 2);
             return bf16_to_float(v);
@@ -266,11 +261,11 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const float* c,
         double ref = 0;
         double scale = 0;
         for (std::uint64_t l = 0; l < n; ++l) {
-            const double p = value(a, i + l * n) * value(b, l + j * n);
+            const double p = value(type, a, i + l * n) * value(type, b, l + j * n);
             ref += p;
             scale += std::fabs(p);
         }
-        const double got = c[i + j * n];
+        const double got = value(c_type, c, i + j * n);
         const double err = std::isfinite(got) ? std::fabs(got - ref) / std::max(scale, 1e-30) : INFINITY;
         worst = std::max(worst, err);
     }

@@ -123,15 +123,22 @@ TEST_F(CudaDeviceTest, AlignmentsAboveTheNaturalOnesAreHonoured) {
 }
 
 TEST_F(CudaDeviceTest, WorkingSetIsFreeMemoryLessTheReserve) {
+    // Free memory is bracketed by reads before and after the device is made; other
+    // processes on the card (ctest -j) can move it in between, so a few tries may be
+    // needed — a working set that ignores the reserve is off by 3 GiB every time.
     const std::uint64_t reserve = 3 * outcore::kGiB;
-    const std::uint64_t free_before = free_device_bytes();
-    auto custom = outcore::cuda::make_cuda_device({.ordinal = 0, .reserve_bytes = reserve});
-    const std::uint64_t free_after = free_device_bytes();
-    const std::uint64_t working_set = custom->info().recommended_working_set_bytes;
-    EXPECT_LE(working_set + reserve, std::max(free_before, free_after));
-    EXPECT_GE(working_set + reserve, std::min(free_before, free_after));
-    EXPECT_EQ(custom->info().total_memory_bytes, dev().info().total_memory_bytes);
-    EXPECT_EQ(custom->info().name, dev().info().name);
+    bool bracketed = false;
+    for (int attempt = 0; attempt < 5 && !bracketed; ++attempt) {
+        const std::uint64_t free_before = free_device_bytes();
+        auto custom = outcore::cuda::make_cuda_device({.ordinal = 0, .reserve_bytes = reserve});
+        const std::uint64_t free_after = free_device_bytes();
+        const std::uint64_t working_set = custom->info().recommended_working_set_bytes;
+        bracketed = working_set + reserve <= std::max(free_before, free_after) &&
+                    working_set + reserve >= std::min(free_before, free_after);
+        EXPECT_EQ(custom->info().total_memory_bytes, dev().info().total_memory_bytes);
+        EXPECT_EQ(custom->info().name, dev().info().name);
+    }
+    EXPECT_TRUE(bracketed) << "working set + reserve never lay between the free memory before and after";
 }
 
 TEST_F(CudaDeviceTest, HostPinnedMemoryIsTheSameBytesOnBothSides) {
