@@ -301,6 +301,10 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         pp.narrow_c != problem.narrow_c) {
         throw UsageError(kComponent, "the plan was made for another problem");
     }
+    if (problem.narrow_c && !device.kernels().supports_narrow_c(problem.type)) {
+        throw UsageError(kComponent, fmt::format("device {} has no {} GEMM with a {} C", device.info().id(),
+                                                 to_string(problem.type), to_string(problem.type)));
+    }
     if (plan.tile_m == 0 || plan.tile_n == 0 || plan.tile_k == 0 || plan.a_slots == 0 || plan.b_slots == 0 ||
         plan.c_slots == 0) {
         throw UsageError(kComponent, "the plan is empty (make it with plan_gemm)");
@@ -356,6 +360,15 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         for (std::uint32_t i = 0; i <= plan.c_slots; ++i) landed.push_back(device.create_event());
     }
     std::uint64_t downloads_issued = 0;
+    // C tiles paced down over the next tile's GEMMs (gemm_pacing.hpp): pieces per tile.
+    // Decided before the pipeline holds its slots (pace_c_downloads may measure the link),
+    // and only where there is something to spread.
+    std::uint64_t paced_pieces =
+        c.direct_sink().has_value() && !claimed && grid.count() > 1
+            ? detail::paced_pieces(k_chunks, c_tile_bytes, plan.tile_n,
+                                   options.pace_c_downloads ? 1 : detail::kMinPacedPieceBytes)
+            : 0;
+    if (paced_pieces > 0 && !detail::pace_c_downloads(device, options)) paced_pieces = 0;
     std::optional<tile::Pipeline> pipeline;  // torn down before returning, timed
     tile::Pipeline& p = pipeline.emplace(device, po);
     // Host time around the device work (OUTCORE_LOG=debug): what a trace of device
@@ -470,12 +483,6 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool drains_in_parts = !drain_regions.empty();
     std::uint64_t drain_count = 1;  // parts the last tile was computed in, if this run computed it
 
-    // C tiles paced down over the next tile's GEMMs (gemm_pacing.hpp): pieces per tile.
-    const std::uint64_t paced_pieces =
-        c_direct && !claimed && grid.count() > 1 && detail::pace_c_downloads(device, options)
-            ? detail::paced_pieces(k_chunks, c_tile_bytes, plan.tile_n,
-                                   options.pace_c_downloads ? 1 : detail::kMinPacedPieceBytes)
-            : 0;
     std::optional<detail::PacedDownloads> pacer;
     if (paced_pieces > 0) pacer.emplace(p);
 
@@ -693,11 +700,15 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         const bool paced = pacer && tw.t != last_tile;
         if (pacer && !paced) pacer->flush();
         const std::vector<CPart> whole = c_parts(tw);
-        const std::uint64_t per_part = tile::ceil_div(paced_pieces, whole.size());
         std::vector<std::pair<CPart, std::uint64_t>> parts;
-        for (const CPart& part : whole) {
+        for (std::size_t r = 0; r < whole.size(); ++r) {
+            const CPart& part = whole[r];
+            // The tile's paced_pieces shared out over its parts (the first ones take the
+            // remainder), so no piece is left for after the next tile's last GEMM.
+            const std::uint64_t share = std::max<std::uint64_t>(
+                1, paced_pieces / whole.size() + (r < paced_pieces % whole.size() ? 1 : 0));
             const std::uint64_t cols =
-                paced ? tile::ceil_div(part.cols, std::min(per_part, part.cols)) : part.cols;
+                paced ? tile::ceil_div(part.cols, std::min(share, part.cols)) : part.cols;
             for (std::uint64_t x = 0; x < part.cols; x += cols) {
                 CPart piece = part;
                 piece.j = part.j + x;

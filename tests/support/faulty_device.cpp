@@ -96,6 +96,9 @@ private:
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override {
         return device_.inner().kernels().supports_gemm(type, compute);
     }
+    bool do_supports_narrow_c(DType type) const noexcept override {
+        return device_.inner().kernels().supports_narrow_c(type);
+    }
 
     FaultyDevice& device_;
 };

@@ -355,6 +355,29 @@ TEST(GemmDirectThreads, PacedDownloadsEqualWholeTilesBitForBit) {
     expect_nothing_held(*device);
 }
 
+// A tile in two drain parts (the last tile's slot, here also tile 0's with two C slots)
+// shares its pieces out over the parts: with k_chunks = 4, three pieces in all (two and
+// one), none left for after the next tile's last GEMM.
+TEST(GemmDirectThreads, PacedPiecesAreSharedOutOverDrainParts) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Problem pb(rng, 64, 1536, 64, DType::F32, false, false, 0.0);
+    pb.options.c_slots = 2;
+    pb.options.pace_c_downloads = false;
+    const GemmPlan plan = fixed_plan(*device, pb, GemmSchedule::SquareC, 64, 512, 16);
+    ASSERT_EQ(plan.c_slots, 2U);
+    ASSERT_EQ(plan.k_chunks(), 4U);
+    const Result whole = run(*device, pb, plan, kAllDirect);
+    ASSERT_EQ(whole.report.drain_parts, 2U);
+    ASSERT_EQ(whole.report.pipeline.download_count, 5U);  // tiles 0 and 2 in two parts, tile 1 whole
+    pb.options.pace_c_downloads = true;
+    const Result paced = run(*device, pb, plan, kAllDirect);
+    expect_same_as_packed(pb, paced, whole);
+    EXPECT_EQ(paced.report.paced_downloads, 6U);          // tiles 0 and 1, three pieces each
+    EXPECT_EQ(paced.report.pipeline.download_count, 8U);  // and the last tile's two parts
+    expect_nothing_held(*device);
+}
+
 // Only column-major memory is offered directly: a row-major operand declared
 // device-readable stays packed, and the answer is still the same bits.
 TEST(GemmDirect, RowMajorOperandsStayPacked) {
