@@ -41,6 +41,7 @@ struct GemmFlags {
     bool trans_b = false;
     std::optional<std::string> alpha, beta;
     std::optional<std::string> dtype;
+    std::optional<std::string> c_dtype;  ///< --c-dtype: f32, or the 16-bit input type
     std::optional<std::string> budget;
     std::optional<std::string> seed;
     std::optional<std::string> json;
@@ -65,6 +66,19 @@ TypeChoice parse_gemm_type(const std::string& text) {
     if (text == "f16") return {DType::F16, GemmCompute::Exact, text};
     throw UsageError("gemm",
                      fmt::format("--dtype '{}': expected f32, f64, tf32, bf16 or f16", io::printable(text)));
+}
+
+/// C's element type: gemm_c_dtype(type), or with --c-dtype f32 or a 16-bit type's own
+/// (a bf16 or f16 C, tile::GemmProblem::narrow_c). UsageError for any other.
+DType gemm_c_type(const GemmFlags& f, const TypeChoice& type) {
+    const DType wide = gemm_c_dtype(type.type);
+    if (!f.c_dtype) return wide;
+    const std::optional<DType> asked = parse_dtype(*f.c_dtype);
+    const bool narrow_ok = type.type == DType::BF16 || type.type == DType::F16;
+    if (asked && (*asked == wide || (narrow_ok && *asked == type.type))) return *asked;
+    throw UsageError("gemm", fmt::format("--c-dtype '{}': a {} GEMM writes C as {}{}",
+                                         io::printable(*f.c_dtype), type.name, to_string(wide),
+                                         narrow_ok ? fmt::format(" or {}", to_string(type.type)) : ""));
 }
 
 /// The operands a run reads: .npy readers (wrapped for bf16) or random host matrices.
@@ -112,7 +126,7 @@ void open_files(const GemmFlags& f, TypeChoice& type, bool type_given, Operands&
     }
     if (f.c_path) {
         ops.c_file = std::make_unique<io::NpyMatrixReader>(*f.c_path);
-        const DType c_type = gemm_c_dtype(type.type);
+        const DType c_type = gemm_c_type(f, type);
         if (ops.c_file->dtype() != c_type) {
             throw UsageError("gemm",
                              fmt::format("--c '{}' holds {} elements; C is {}", io::printable(*f.c_path),
@@ -179,6 +193,8 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
         {"n", p.problem.n},
         {"k", p.problem.k},
         {"dtype", type.name},
+        {"c_dtype",
+         to_string(tile::gemm_c_bytes(p.problem) == 2 ? p.problem.type : gemm_c_dtype(p.problem.type))},
         {"trans_a", f.trans_a},
         {"trans_b", f.trans_b},
         {"inputs", seed ? "random" : "npy"},
@@ -231,6 +247,7 @@ int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
     const double alpha = f.alpha ? parse_real("--alpha", *f.alpha) : 1.0;
     const double beta = f.beta ? parse_real("--beta", *f.beta) : 0.0;
     TypeChoice type = f.dtype ? parse_gemm_type(*f.dtype) : TypeChoice{};
+    if (f.dtype) (void)gemm_c_type(f, type);  // --c-dtype against --dtype, before any file is opened
     const bool files = f.a_path.has_value();
     if (f.a_path.has_value() != f.b_path.has_value()) {
         throw UsageError("gemm", "--a and --b go together (or neither, for random inputs)");
@@ -268,7 +285,7 @@ int run_gemm(const GemmFlags& f, const GlobalOptions& globals) {
         k = ta ? ops.a->rows() : ops.a->cols();
         n = tb ? ops.b->rows() : ops.b->cols();
     }
-    const DType c_type = gemm_c_dtype(type.type);
+    const DType c_type = gemm_c_type(f, type);
 
     // Plan on shapes: shapes that disagree, an empty problem, sizes that overflow and
     // a budget below the minimum all fail here, before anything is allocated.
@@ -471,6 +488,10 @@ void add_gemm_command(CLI::App& app, const GlobalOptions& globals, CommandList& 
     sub->add_option("--beta", f->beta, "beta (default 0)")->type_name("X");
     sub->add_option("--dtype", f->dtype,
                     "f32, f64, tf32 (f32 data), bf16 or f16 (C in f32); default: the files', else f32")
+        ->type_name("TYPE");
+    sub->add_option("--c-dtype", f->c_dtype,
+                    "C's type: f32 (default), or bf16 / f16 for those inputs (rounded once from f32 sums; "
+                    "not .npy for bf16)")
         ->type_name("TYPE");
     sub->add_option("--budget", f->budget,
                     "Device memory budget: 256MiB, 1.5GB, 50%, auto (default: --device-budget)")

@@ -29,14 +29,6 @@ constexpr std::uint64_t mix(std::uint64_t z) noexcept {
 }
 constexpr std::uint64_t kGolden = 0x9e3779b97f4a7c15ULL;
 
-std::uint16_t bf16_bits(float value) noexcept {
-    const auto bits = std::bit_cast<std::uint32_t>(value);
-    if (std::isnan(value)) return static_cast<std::uint16_t>((bits >> 16) | 0x40U);  // stay NaN
-    // Round to nearest, ties to even, on the 16 bits that are dropped.
-    const std::uint32_t rounded = bits + 0x7fffU + ((bits >> 16) & 1U);
-    return static_cast<std::uint16_t>(rounded >> 16);
-}
-
 double element(const std::byte* p, DType type, std::uint64_t index) noexcept {
     switch (type) {
         case DType::F64: {
@@ -132,7 +124,7 @@ void Bf16FromF32::do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t 
     source_->read(row0, col0, rows, cols, reinterpret_cast<std::byte*>(block.data()), rows);
     for (std::uint64_t j = 0; j < cols; ++j) {
         for (std::uint64_t i = 0; i < rows; ++i) {
-            const std::uint16_t h = bf16_bits(block[i + j * rows]);
+            const std::uint16_t h = f32_to_bf16(block[i + j * rows]);
             std::memcpy(dst + (i + j * ld_elements) * 2, &h, 2);
         }
     }
@@ -152,7 +144,7 @@ void fill_random(std::byte* dst, std::uint64_t rows, std::uint64_t cols, DType t
                 case DType::BF16:
                 case DType::F16: {
                     const auto f = static_cast<float>(v);
-                    const std::uint16_t h = type == DType::BF16 ? bf16_bits(f) : f32_to_f16(f);
+                    const std::uint16_t h = type == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
                     std::memcpy(dst + i * 2, &h, 2);
                     break;
                 }

@@ -83,6 +83,45 @@ TEST(GemmCli, SmallRandomProblemVerifiesAgainstFloat64) {
     }
 }
 
+// --c-dtype: bf16 and f16 inputs write a C of their own type (rounded once from f32
+// sums), which verifies against float64 within the type's bound and is recorded; f16 C
+// goes to .npy as float16; a bf16 C cannot (.npy has no bf16), and other pairings are
+// one-line usage errors before anything runs.
+TEST(GemmCli, SixteenBitInputsWriteASixteenBitCThatVerifies) {
+    Scratch s;
+    std::mt19937_64 rng(outcore::test::seed());
+    for (const char* dtype : {"bf16", "f16"}) {
+        const CliRun r = run_cli(s, args({"gemm", "--m", "67", "--n", "45", "--k", "129", "--budget", "64KiB",
+                                          "--dtype", dtype, "--c-dtype", dtype, "--beta", "0.5", "--verify",
+                                          "--seed", std::to_string(rng()), "--json"}));
+        ASSERT_EQ(r.exit_code, 0) << dtype << ": " << r.err;
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        EXPECT_EQ(j["c_dtype"], dtype);
+        EXPECT_EQ(j["dtype"], dtype);
+        EXPECT_TRUE(j["verify_passed"].get<bool>()) << r.out;
+    }
+    const CliRun wide =
+        run_cli(s, args({"gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "bf16", "--json"}));
+    ASSERT_EQ(wide.exit_code, 0) << wide.err;
+    EXPECT_EQ(nlohmann::json::parse(wide.out)["c_dtype"], "f32");
+    const CliRun f16 = run_cli(s, args({"gemm", "--m", "20", "--n", "12", "--k", "30", "--dtype", "f16",
+                                        "--c-dtype", "f16", "--out", s.file("C16.npy"), "--verify"}));
+    ASSERT_EQ(f16.exit_code, 0) << f16.err;
+    EXPECT_EQ(io::NpyMatrixReader(s.file("C16.npy")).dtype(), DType::F16);
+    const CliRun bf16_npy = run_cli(s, args({"gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", "bf16",
+                                             "--c-dtype", "bf16", "--out", s.file("C.npy")}));
+    EXPECT_EQ(bf16_npy.exit_code, 2) << bf16_npy.err;
+    EXPECT_TRUE(is_one_line_error(bf16_npy)) << bf16_npy.err;
+    for (const auto& [dtype, c_dtype] :
+         {std::pair{"f32", "bf16"}, {"bf16", "f16"}, {"f64", "f32"}, {"bf16", "x"}}) {
+        const CliRun e = run_cli(
+            s, args({"gemm", "--m", "8", "--n", "8", "--k", "8", "--dtype", dtype, "--c-dtype", c_dtype}));
+        EXPECT_EQ(e.exit_code, 2) << dtype << " " << c_dtype << ": " << e.err;
+        EXPECT_TRUE(is_one_line_error(e)) << e.err;
+        EXPECT_NE(e.err.find("--c-dtype"), std::string::npos) << e.err;
+    }
+}
+
 // --devices: the product over several CPU devices verifies against float64, the
 // record lists every device's share, and bad lists are one-line usage errors.
 TEST(GemmCli, SeveralDevicesVerifyAndReportTheirShares) {

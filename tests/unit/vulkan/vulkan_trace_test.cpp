@@ -148,12 +148,14 @@ TEST_F(VulkanTraceTest, ATracedGemmReportsEachCopyOnce) {
     // A count of what the upload queue's log still held when destroyed then showed 12
     // issued uploads behind one whose end query read VK_NOT_READY although its batch had
     // finished (lavapipe signals the timeline first); the queue now gives late queries up
-    // to 50 ms before its log is dropped (VulkanQueue::~VulkanQueue). Still quarantined
-    // until more runs back that (29 runs of the set with the change passed): OUTCORE_RUN_FLAKY=1
-    // runs it.
+    // to 50 ms before its log is dropped (VulkanQueue::~VulkanQueue). With that, 69 runs of
+    // the Vulkan set in a row passed (fourth H100 session), but of three runs of the whole
+    // release suite (OUTCORE_RUN_FLAKY=1 ctest -j2) one failed here again, with 878 592 of
+    // 1 572 864 uploaded bytes reported: more is lost under the whole suite's load than the
+    // 50 ms covers, or by another path. Still quarantined: OUTCORE_RUN_FLAKY=1 runs it.
     if (std::getenv("OUTCORE_RUN_FLAKY") == nullptr)
-        GTEST_SKIP() << "uploads' reports lost in 4 of 44 runs of the Vulkan ctest set (late timestamp "
-                        "queries on lavapipe, fixed since); OUTCORE_RUN_FLAKY=1 runs it";
+        GTEST_SKIP() << "uploads' reports lost in 4 of 44 runs of the Vulkan ctest set, and in 1 of 3 "
+                        "runs of the whole suite after the late-query fix; OUTCORE_RUN_FLAKY=1 runs it";
     // A budget of a quarter of the operands: several tiles each way.
     const std::uint64_t n = 256;
     outcore::test::expect_traced_gemm_reports_each_copy_once(
