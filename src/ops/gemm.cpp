@@ -1,4 +1,4 @@
-// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 830 lines on
+// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 860 lines on
 // purpose: execute_gemm is one walk over C tiles whose steps (first-chunk pieces, drain
 // parts, split tiles, paced downloads, runs handed out tile by tile) share its slots,
 // rings and regions; the operand feeding and the pacing live in gemm_feed.hpp and
