@@ -146,6 +146,15 @@ std::uint64_t budget_for(const Device& device, const GemmOptions& options) {
     return budget - workspace;
 }
 
+/// UsageError where the problem has a 16-bit C and the device's kernels write none.
+void require_narrow_c_support(Device& device, const tile::GemmProblem& problem) {
+    if (problem.narrow_c && !device.kernels().supports_narrow_c(problem.type)) {
+        throw UsageError(
+            kComponent, fmt::format("device {} has no {} GEMM with a {} C (use an f32 C)", device.info().id(),
+                                    to_string(problem.type), to_string(problem.type)));
+    }
+}
+
 }  // namespace
 
 tile::GemmProblem gemm_problem(const io::MatrixSource& a, const io::MatrixSource& b, const io::MatrixSink& c,
@@ -242,11 +251,7 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
             kComponent, fmt::format("device {} has no {}{} GEMM", device.info().id(), to_string(options.type),
                                     options.compute == GemmCompute::FastTF32 ? " (tf32)" : ""));
     }
-    if (problem.narrow_c && !device.kernels().supports_narrow_c(options.type)) {
-        throw UsageError(
-            kComponent, fmt::format("device {} has no {} GEMM with a {} C (use an f32 C)", device.info().id(),
-                                    to_string(options.type), to_string(options.type)));
-    }
+    require_narrow_c_support(device, problem);
     tile::PlanLimits limits = gemm_limits(device, options);
     if (options.measure_rates && options.link_bytes_per_second == 0 && limits.link_bytes_per_second > 0) {
         // Chunks of operands in device-readable memory go up as 2-D copies whose runs are
@@ -301,10 +306,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         pp.narrow_c != problem.narrow_c) {
         throw UsageError(kComponent, "the plan was made for another problem");
     }
-    if (problem.narrow_c && !device.kernels().supports_narrow_c(problem.type)) {
-        throw UsageError(kComponent, fmt::format("device {} has no {} GEMM with a {} C", device.info().id(),
-                                                 to_string(problem.type), to_string(problem.type)));
-    }
+    require_narrow_c_support(device, problem);
     if (plan.tile_m == 0 || plan.tile_n == 0 || plan.tile_k == 0 || plan.a_slots == 0 || plan.b_slots == 0 ||
         plan.c_slots == 0) {
         throw UsageError(kComponent, "the plan is empty (make it with plan_gemm)");
