@@ -12,6 +12,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "outcore/device/block.hpp"
@@ -116,6 +117,9 @@ struct ForcedTiles {
 };
 /// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.
 [[nodiscard]] ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option);
+
+/// Parses "ROWSxCOLS" (both positive integers) for --blur-tiles; UsageError otherwise.
+[[nodiscard]] std::pair<std::uint64_t, std::uint64_t> parse_tile_shape(const std::string& text);
 
 /// Writes a column-major n × n float32 matrix as a Fortran-order .npy file.
 void write_npy_f32(const std::string& path, const float* data, std::uint64_t n);

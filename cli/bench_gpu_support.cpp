@@ -321,6 +321,18 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     return f;
 }
 
+std::pair<std::uint64_t, std::uint64_t> parse_tile_shape(const std::string& text) {
+    std::uint64_t rows = 0, cols = 0;
+    const char* const end = text.data() + text.size();
+    const auto [x, ec_rows] = std::from_chars(text.data(), end, rows);
+    const bool ok_rows = ec_rows == std::errc{} && x != text.data() && rows != 0 && x != end && *x == 'x';
+    const auto [last, ec_cols] = ok_rows ? std::from_chars(x + 1, end, cols) : std::from_chars_result{x, {}};
+    if (!ok_rows || ec_cols != std::errc{} || last != end || last == x + 1 || cols == 0) {
+        throw UsageError("bench", fmt::format("--blur-tiles '{}': expected ROWSxCOLS, both positive", text));
+    }
+    return {rows, cols};
+}
+
 void run_traced(const std::string& path, const std::function<void()>& run) {
     if (path.empty() || monitor::tracing()) {
         run();

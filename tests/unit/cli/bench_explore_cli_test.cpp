@@ -4,7 +4,8 @@
 // missing or extra fields, lanes other than 1 or 2, misspelt or doubled ":paced" /
 // ":whole" (gpu_bench::parse_forced_tiles, shared with bench gpu). An
 // outcore built without Vulkan refuses the command itself, also with exit code 2.
-// Well-formed ones run, C slots and groups included.
+// Well-formed ones run, C slots and groups included. `bench gpu --blur-tiles` shapes are
+// checked the same way.
 #include <gtest/gtest.h>
 
 #ifdef OUTCORE_CLI_PATH
@@ -118,6 +119,22 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
         << r.out;
     EXPECT_NE(r.out.find("17 C slots asked, but there are 16 C tiles"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("a group of 2 tiles needs a single panel"), std::string::npos) << r.out;
+}
+
+// `bench gpu --blur-tiles ROWSxCOLS` is parsed before the device is opened: a malformed
+// shape is a one-line usage error naming it on any machine, a well-formed one is not.
+TEST(BenchGpuCli, MalformedBlurTilesAreRefusedBeforeAnythingRuns) {
+    const Scratch s;
+    for (const std::string shape : {"", "1536", "1536x", "x32768", "0x32768", "1536x0", "1536x32768x1",
+                                    "-1x5", "1536 x32768", "1536x+5", "99999999999999999999x1"}) {
+        const CliRun r = run_cli(s, {"bench", "gpu", "--skip-blur", "--blur-tiles", shape});
+        EXPECT_EQ(r.exit_code, 2) << shape << ": " << r.err << r.out;
+        EXPECT_TRUE(is_one_line_error(r)) << shape << ": " << r.err;
+        EXPECT_NE(r.err.find("--blur-tiles '" + shape + "'"), std::string::npos) << shape << ": " << r.err;
+        EXPECT_EQ(r.out.find("outcore bench gpu:"), std::string::npos) << shape << ": nothing runs first";
+    }
+    const CliRun ok = run_cli(s, {"--backend", "cpu", "bench", "gpu", "--blur-tiles", "1536x32768"});
+    EXPECT_EQ(ok.err.find("--blur-tiles"), std::string::npos) << ok.err;
 }
 
 }  // namespace
