@@ -525,11 +525,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         const double bound_s = std::max({bytes / h2d, bytes / d2h, 2 * bytes / both});
         // One case: the planner's tiles (tile_rows = 0) or forced ones (--blur-tiles).
         auto run_blur = [&](std::uint64_t tile_rows, std::uint64_t tile_cols) {
-            ops::FilterOptions o{.budget_bytes = budget,
-                                 .tile_rows = tile_rows,
-                                 .tile_cols = tile_cols,
-                                 .reader_threads = 8,
-                                 .measure_busy = false};
+            // The link rates measured as ops::filter measures them, so that the busy run's
+            // plan below is the timed runs' plan.
+            ops::FilterOptions o = ops::with_measured_rates(dev, {.budget_bytes = budget,
+                                                                  .tile_rows = tile_rows,
+                                                                  .tile_cols = tile_cols,
+                                                                  .reader_threads = 8,
+                                                                  .measure_busy = false});
             ops::FilterReport last;
             const Timing t = time_reps(warmup, reps, [&] { last = ops::filter(dev, spec, src, dst, o); });
             o.measure_busy = true;  // busy times from one more run that measures them

@@ -14,6 +14,7 @@
 #include "outcore/core/log.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/device/kernel_params.hpp"
+#include "outcore/tile/rates.hpp"
 
 namespace outcore::ops {
 
@@ -38,6 +39,7 @@ tile::PlanLimits limits_for(const Device& device, const FilterOptions& options) 
     limits.pipeline_depth = options.pipeline_depth;
     limits.link_bytes_per_second = options.link_bytes_per_second;
     limits.link_d2h_bytes_per_second = options.link_d2h_bytes_per_second;
+    limits.link_duplex_bytes_per_second = options.link_duplex_bytes_per_second;
     return limits;
 }
 
@@ -408,10 +410,21 @@ FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const 
     return r;
 }
 
+FilterOptions with_measured_rates(Device& device, const FilterOptions& options) {
+    FilterOptions o = options;
+    if (!o.measure_rates) return o;
+    const tile::DeviceRates& r = tile::cached_link_rates(device);
+    if (o.link_bytes_per_second == 0) o.link_bytes_per_second = r.upload_bytes_per_second;
+    if (o.link_d2h_bytes_per_second == 0) o.link_d2h_bytes_per_second = r.download_bytes_per_second;
+    if (o.link_duplex_bytes_per_second == 0) o.link_duplex_bytes_per_second = r.duplex_bytes_per_second;
+    return o;
+}
+
 FilterReport filter(Device& device, const FilterSpec& spec, const io::ImageSource& source,
                     io::ImageSink& sink, const FilterOptions& options) {
-    const tile::FilterPlan plan = plan_filter(device, spec, source.info(), options);
-    return execute_filter(device, plan, spec, source, sink, options);
+    const FilterOptions o = with_measured_rates(device, options);
+    const tile::FilterPlan plan = plan_filter(device, spec, source.info(), o);
+    return execute_filter(device, plan, spec, source, sink, o);
 }
 
 }  // namespace outcore::ops

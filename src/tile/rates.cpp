@@ -371,6 +371,11 @@ const DeviceRates& cached_rates(Device& device, DType type, GemmCompute compute)
     return entry->rates;
 }
 
+const DeviceRates& cached_link_rates(Device& device) {
+    // U8 has no GEMM rate (gemm_field gives none), so only the link is probed.
+    return cached_rates(device, DType::U8);
+}
+
 namespace {
 
 // Shape rates per physical device and shape, failures (0) included.

@@ -52,9 +52,16 @@ struct FilterOptions {
     std::uint64_t tile_rows = 0, tile_cols = 0;
     /// Only row strips (tiles as wide as the image), never 2-D tiles.
     bool strips_only = false;
-    /// Host→device and device→host bandwidth for the planner's time model (0: unknown).
+    /// Host→device, device→host and both-at-once bandwidth for the planner's time
+    /// model (0: unknown; see measure_rates).
     double link_bytes_per_second = 0;
     double link_d2h_bytes_per_second = 0;
+    double link_duplex_bytes_per_second = 0;
+    /// `filter` (and with_measured_rates) fill the link fields left at 0 from the
+    /// device's measured rates (tile::cached_link_rates, once per process), so the
+    /// planner weighs halo bytes against the first upload and the last download
+    /// (docs/tiling.md, "Filters"); with the link unknown it takes the largest tiles.
+    bool measure_rates = true;
     /// Threads filling input tiles from the source (0: 2). The sink is written by one.
     std::uint32_t reader_threads = 0;
     /// Per-queue busy times and the hidden-transfer fraction (two host tasks per op).
@@ -109,7 +116,12 @@ struct FilterReport {
 FilterReport execute_filter(Device& device, const tile::FilterPlan& plan, const FilterSpec& spec,
                             const io::ImageSource& source, io::ImageSink& sink, const FilterOptions& options);
 
-/// plan_filter + execute_filter.
+/// `options` with the link fields left at 0 filled from the device's measured rates
+/// when options.measure_rates (else unchanged): pass the result to plan_filter and
+/// execute_filter to plan as `filter` does.
+[[nodiscard]] FilterOptions with_measured_rates(Device& device, const FilterOptions& options);
+
+/// with_measured_rates + plan_filter + execute_filter.
 FilterReport filter(Device& device, const FilterSpec& spec, const io::ImageSource& source,
                     io::ImageSink& sink, const FilterOptions& options);
 

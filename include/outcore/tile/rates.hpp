@@ -50,6 +50,11 @@ struct DeviceRates {
 [[nodiscard]] const DeviceRates& cached_rates(Device& device, DType type = DType::F32,
                                               GemmCompute compute = GemmCompute::Exact);
 
+/// The link rates of `device` alone (the upload, download and duplex fields of
+/// cached_rates; no GEMM is probed): for plans that move data but run no GEMM, such
+/// as filters. Cached with cached_rates. Thread-safe.
+[[nodiscard]] const DeviceRates& cached_link_rates(Device& device);
+
 /// One GEMM call as the out-of-core executor makes it: operands packed in their slots
 /// (lda = m, or k with trans_a; ldb = k, or n with trans_b), C accumulated (β = 1).
 struct GemmShape {

@@ -6,7 +6,7 @@
 // budgets below the minimum say the minimum; a failing source fails the run cleanly;
 // a device-readable sink (tiles downloaded straight into it) equals a packed one, and a
 // device-readable source (tiles uploaded straight from it, halos filled on the device)
-// equals the staged path.
+// equals the staged path; ops::filter plans with the measured link unless told not to.
 #include "outcore/ops/filter_run.hpp"
 
 #include <gtest/gtest.h>
@@ -223,6 +223,43 @@ TEST(FilterRun, BudgetsBelowTheMinimumSayTheMinimum) {
     std::vector<std::byte> wide(other.rows * other.row_bytes());
     io::HostImage wrong(static_cast<void*>(wide.data()), other, other.row_bytes());
     EXPECT_THROW((void)ops::filter(*dev, spec, source, wrong, {}), UsageError);
+}
+
+// ops::filter measures the link (once per process) and plans with it: the plan it runs
+// is timed (model seconds > 0) and is the one plan_filter makes with the measured
+// rates; with measure_rates off the link stays unknown and the plan untimed. Rates the
+// caller gives are kept.
+TEST(FilterRun, PlansWithTheMeasuredLinkUnlessToldNotTo) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto dev = ft::cpu_device();
+    Image im = random_image(rng, 1, 1);
+    im.info.rows = 300 + rng() % 50;
+    im.info.cols = 200 + rng() % 50;
+    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const FilterSpec spec = FilterSpec::gaussian(2.0);
+    const FilterOptions base{.budget_bytes = 4 * ops::filter_minimum_budget(*dev, spec, im.info, {})};
+
+    const FilterOptions measured = ops::with_measured_rates(*dev, base);
+    EXPECT_GT(measured.link_bytes_per_second, 0);
+    EXPECT_GT(measured.link_d2h_bytes_per_second, 0);
+    FilterReport timed;
+    const std::vector<std::byte> out = run(*dev, spec, im, base, &timed);
+    EXPECT_GT(timed.plan.total_seconds, 0) << "ops::filter planned without the link rates";
+    EXPECT_EQ(timed.plan.tile, ops::plan_filter(*dev, spec, im.info, measured).tile);
+
+    FilterOptions off = base;
+    off.measure_rates = false;
+    const FilterOptions unmeasured = ops::with_measured_rates(*dev, off);
+    EXPECT_EQ(unmeasured.link_bytes_per_second, 0);
+    FilterReport untimed;
+    expect_equal(run(*dev, spec, im, off, &untimed), out, "untimed plan");
+    EXPECT_EQ(untimed.plan.total_seconds, 0);
+
+    FilterOptions given = base;
+    given.link_bytes_per_second = 1e9;
+    EXPECT_EQ(ops::with_measured_rates(*dev, given).link_bytes_per_second, 1e9);
+    EXPECT_EQ(ops::with_measured_rates(*dev, given).link_d2h_bytes_per_second,
+              measured.link_d2h_bytes_per_second);
 }
 
 /// A source that fails after a number of reads.
