@@ -92,7 +92,10 @@ MultiFilterReport filter_on_devices(std::span<Device* const> devices, const Filt
                          "filtering in place on several devices: a band would overwrite rows its "
                          "neighbour still reads");
     }
-    const tile::FilterPlan plan = plan_filter(*devices[0], spec, image, options);
+    // Bands are cut in multiples of the plan a single device would run (ops::filter
+    // measures the link, as each band's own run below does).
+    const tile::FilterPlan plan =
+        plan_filter(*devices[0], spec, image, with_measured_rates(*devices[0], options));
     for (std::size_t d = 1; d < devices.size(); ++d) (void)plan_filter(*devices[d], spec, image, options);
     const std::uint64_t rows = image.rows;
     const std::uint64_t halo = spec.halo();
