@@ -74,7 +74,7 @@ DType gemm_c_type(const GemmFlags& f, const TypeChoice& type) {
     const DType wide = gemm_c_dtype(type.type);
     if (!f.c_dtype) return wide;
     const std::optional<DType> asked = parse_dtype(*f.c_dtype);
-    const bool narrow_ok = type.type == DType::BF16 || type.type == DType::F16;
+    const bool narrow_ok = is_16bit_float(type.type);
     if (asked && (*asked == wide || (narrow_ok && *asked == type.type))) return *asked;
     throw UsageError("gemm", fmt::format("--c-dtype '{}': a {} GEMM writes C as {}{}",
                                          io::printable(*f.c_dtype), type.name, to_string(wide),

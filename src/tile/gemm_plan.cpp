@@ -33,7 +33,7 @@ void validate(const GemmProblem& p) {
     if (p.compute == GemmCompute::FastTF32 && p.type != DType::F32) {
         throw UsageError("tile", fmt::format("GEMM: tf32 compute needs f32 data, not {}", to_string(p.type)));
     }
-    if (p.narrow_c && p.type != DType::BF16 && p.type != DType::F16) {
+    if (p.narrow_c && !is_16bit_float(p.type)) {
         throw UsageError("tile", fmt::format("GEMM: a C narrower than f32 needs bf16 or f16 inputs, not {}",
                                              to_string(p.type)));
     }

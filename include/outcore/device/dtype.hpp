@@ -21,11 +21,11 @@ enum class DType : unsigned char { F32, F64, BF16, F16, U8, U16 };
     }
     return 0;
 }
+/// bf16 or f16: the 16-bit floats, which GEMMs multiply and accumulate in f32.
+[[nodiscard]] constexpr bool is_16bit_float(DType t) noexcept { return t == DType::BF16 || t == DType::F16; }
 /// The element type of C in a GEMM on `t` inputs: 16-bit floats (bf16, f16) are
 /// multiplied and accumulated in f32 and C is f32; otherwise C has the inputs' type.
-[[nodiscard]] constexpr DType gemm_c_dtype(DType t) noexcept {
-    return t == DType::BF16 || t == DType::F16 ? DType::F32 : t;
-}
+[[nodiscard]] constexpr DType gemm_c_dtype(DType t) noexcept { return is_16bit_float(t) ? DType::F32 : t; }
 
 /// bfloat16 bits to float (exact) and float to bfloat16 (round to nearest even; NaN
 /// stays a quiet NaN, as CUDA's __float2bfloat16_rn does).

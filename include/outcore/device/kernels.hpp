@@ -49,7 +49,7 @@ struct GemmTileArgs {
 /// The element type of a GEMM tile's C: gemm_c_dtype(type), or the 16-bit input type
 /// with narrow_c.
 [[nodiscard]] constexpr DType gemm_tile_c_dtype(const GemmTileArgs& a) noexcept {
-    return a.narrow_c && (a.type == DType::BF16 || a.type == DType::F16) ? a.type : gemm_c_dtype(a.type);
+    return a.narrow_c && is_16bit_float(a.type) ? a.type : gemm_c_dtype(a.type);
 }
 
 /// Which filter a FilterTileArgs runs.
@@ -116,7 +116,7 @@ public:
     }
     /// True when gemm accepts GemmTileArgs::narrow_c for 16-bit inputs of `type`.
     [[nodiscard]] bool supports_narrow_c(DType type) const noexcept {
-        return (type == DType::BF16 || type == DType::F16) && do_supports_narrow_c(type);
+        return is_16bit_float(type) && do_supports_narrow_c(type);
     }
 
     /// Enqueues one filter tile on `queue`. Throws UsageError for sizes that do not
