@@ -119,6 +119,11 @@ tile::FilterPlan smallest_plan(const FilterSpec& spec, const ImageShape& image,
                                const tile::FilterProblem& problem, const tile::PlanLimits& base,
                                std::uint64_t weights_bytes) {
     tile::PlanLimits limits = base;
+    // A footprint, not a time: planned untimed (fewest bytes), so the minimum is the
+    // same whatever link rates the options carry (ops::filter measures them).
+    limits.link_bytes_per_second = 0;
+    limits.link_d2h_bytes_per_second = 0;
+    limits.link_duplex_bytes_per_second = 0;
     limits.budget_bytes = tile::filter_minimum_budget(problem, limits);
     tile::FilterPlan plan = tile::plan_filter(problem, limits);
     cost(plan, spec, image, base, weights_bytes);

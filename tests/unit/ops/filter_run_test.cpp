@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -260,6 +261,38 @@ TEST(FilterRun, PlansWithTheMeasuredLinkUnlessToldNotTo) {
     EXPECT_EQ(ops::with_measured_rates(*dev, given).link_bytes_per_second, 1e9);
     EXPECT_EQ(ops::with_measured_rates(*dev, given).link_d2h_bytes_per_second,
               measured.link_d2h_bytes_per_second);
+}
+
+// The minimum budget is a footprint: the same whatever link rates the options carry,
+// and a plan at it runs with any of them (ops::filter measures the link, and a timed
+// plan at the minimum once came out over it: 640 against 512 bytes).
+TEST(FilterRun, TheMinimumBudgetDoesNotDependOnTheLinkRates) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto dev = ft::cpu_device();
+    int checked = 0;
+    for (int rep = 0; rep < 200; ++rep) {
+        const FilterKind kind = std::array{FilterKind::Gaussian, FilterKind::Box, FilterKind::Sobel,
+                                           FilterKind::Conv}[static_cast<std::size_t>(rep % 4)];
+        const FilterSpec spec = ft::random_spec(kind, ft::kEdgeModes[rng() % std::size(ft::kEdgeModes)], rng);
+        const Image im = random_image(rng, 40, 48);
+        const std::uint64_t minimum = ops::filter_minimum_budget(*dev, spec, im.info, {});
+        for (const double up : {1e6, 3e9, 55e9, 1e12}) {
+            const double down = up * (0.5 + static_cast<double>(rng() % 100) / 100.0);
+            FilterOptions o{.budget_bytes = minimum,
+                            .link_bytes_per_second = up,
+                            .link_d2h_bytes_per_second = down,
+                            .link_duplex_bytes_per_second = (up + down) * 0.8};
+            const std::string what = describe(spec, im, o) + ", link " + std::to_string(up);
+            EXPECT_EQ(ops::filter_minimum_budget(*dev, spec, im.info, o), minimum) << what;
+            try {
+                EXPECT_LE(ops::plan_filter(*dev, spec, im.info, o).device_bytes, minimum) << what;
+            } catch (const UsageError& e) {
+                ADD_FAILURE() << what << ": " << e.what();
+            }
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 800);
 }
 
 /// A source that fails after a number of reads.
