@@ -57,6 +57,19 @@ Image random_image(std::mt19937_64& rng, std::uint64_t max_rows, std::uint64_t m
     return im;
 }
 
+/// A random image (channels and type as random_image) of lo + rng() % count rows, then
+/// columns, drawn in that order.
+struct Sides {
+    std::uint64_t lo = 1, count = 1;
+};
+Image random_image_in(std::mt19937_64& rng, Sides rows, Sides cols) {
+    Image im = random_image(rng, 1, 1);
+    im.info.rows = rows.lo + rng() % rows.count;
+    im.info.cols = cols.lo + rng() % cols.count;
+    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    return im;
+}
+
 /// Runs the executor from host memory to poisoned host memory.
 std::vector<std::byte> run(Device& dev, const FilterSpec& spec, const Image& im, const FilterOptions& options,
                            FilterReport* report = nullptr) {
@@ -154,11 +167,7 @@ TEST(FilterRun, TilesSmallerThanTheHaloEqualTheWholeImage) {
     for (float& v : k15) v = w(rng);
     for (EdgeMode edge : ft::kEdgeModes) {
         for (const FilterSpec& spec : {FilterSpec::conv(k15, 15, edge), FilterSpec::gaussian(2.2, edge)}) {
-            Image im = random_image(rng, 1, 1);
-            im.info.rows = 12 + rng() % 10;
-            im.info.cols = 14 + rng() % 10;
-            im.pixels =
-                ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+            const Image im = random_image_in(rng, {12, 10}, {14, 10});
             const std::vector<std::byte> want = reference(*dev, spec, im);
             for (const auto& [rows, cols] :
                  {std::pair<std::uint64_t, std::uint64_t>{3, 5}, {1, 1}, {2, 100}}) {
@@ -189,10 +198,7 @@ TEST(FilterRun, WeightsInABufferCountAgainstTheBudget) {
 TEST(FilterRun, BudgetsBelowTheMinimumSayTheMinimum) {
     std::mt19937_64 rng(outcore::test::seed());
     auto dev = ft::cpu_device();
-    Image im = random_image(rng, 1, 1);
-    im.info.rows = 40 + rng() % 10;
-    im.info.cols = 40 + rng() % 10;
-    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const Image im = random_image_in(rng, {40, 10}, {40, 10});
     const FilterSpec spec = FilterSpec::gaussian(3.0);
     const std::uint64_t minimum = ops::filter_minimum_budget(*dev, spec, im.info, {});
     for (std::uint64_t budget : {std::uint64_t{1}, minimum / 2, minimum - 1}) {
@@ -233,10 +239,7 @@ TEST(FilterRun, BudgetsBelowTheMinimumSayTheMinimum) {
 TEST(FilterRun, PlansWithTheMeasuredLinkUnlessToldNotTo) {
     std::mt19937_64 rng(outcore::test::seed());
     auto dev = ft::cpu_device();
-    Image im = random_image(rng, 1, 1);
-    im.info.rows = 300 + rng() % 50;
-    im.info.cols = 200 + rng() % 50;
-    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const Image im = random_image_in(rng, {300, 50}, {200, 50});
     const FilterSpec spec = FilterSpec::gaussian(2.0);
     const FilterOptions base{.budget_bytes = 4 * ops::filter_minimum_budget(*dev, spec, im.info, {})};
 
@@ -317,10 +320,7 @@ private:
 TEST(FilterRun, AFailingSourceFailsTheRunAndFreesEverything) {
     std::mt19937_64 rng(outcore::test::seed());
     auto dev = ft::cpu_device();
-    Image im = random_image(rng, 1, 1);
-    im.info.rows = 64;
-    im.info.cols = 32;
-    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const Image im = random_image_in(rng, {64, 1}, {32, 1});
     const FilterSpec spec = FilterSpec::box(2, EdgeMode::Clamp);
     for (int reads : {0, 1, 3}) {
         const FailingSource source(im, reads);
@@ -438,10 +438,8 @@ TEST(FilterRun, DeviceReadableSinkEqualsThePackedSinkBitForBit) {
 TEST(FilterRun, DirectSinkReportsProgressOncePerBand) {
     std::mt19937_64 rng(outcore::test::seed());
     auto dev = ft::cpu_device();
-    Image im = random_image(rng, 1, 1);
-    im.info.rows = 20 + rng() % 20;
-    im.info.cols = 20 + rng() % 20;  // three tiles or more per band of 7-pixel-wide tiles
-    im.pixels = ft::random_elements(im.info.dtype, im.info.rows * im.info.cols * im.info.channels, rng);
+    const Image im =
+        random_image_in(rng, {20, 20}, {20, 20});  // three tiles or more per band of 7-pixel-wide tiles
     const std::uint64_t stride = im.info.row_bytes() + 8;
     const std::vector<std::byte> initial(im.info.rows * stride, std::byte{0x11});
     for (const std::uint64_t tile_cols : {std::uint64_t{7}, im.info.cols}) {
