@@ -363,10 +363,15 @@ const DeviceRates& cached_rates(Device& device, DType type, GemmCompute compute)
             set_link(entry->rates, probe.link());
             entry->link = true;
         }
-        log::info("rates", "{}: {}{} GEMM {:.3g} FLOP/s; up {:.3g} B/s, down {:.3g}, both {:.3g}", info.id(),
-                  to_string(type), compute == GemmCompute::FastTF32 ? " (tf32)" : "",
-                  field != nullptr ? *field : 0.0, entry->rates.upload_bytes_per_second,
-                  entry->rates.download_bytes_per_second, entry->rates.duplex_bytes_per_second);
+        const DeviceRates& r = entry->rates;
+        if (field == nullptr) {  // no GEMM of this type: the link alone (cached_link_rates)
+            log::info("rates", "{}: up {:.3g} B/s, down {:.3g}, both {:.3g}", info.id(),
+                      r.upload_bytes_per_second, r.download_bytes_per_second, r.duplex_bytes_per_second);
+        } else {
+            log::info("rates", "{}: {}{} GEMM {:.3g} FLOP/s; up {:.3g} B/s, down {:.3g}, both {:.3g}",
+                      info.id(), to_string(type), compute == GemmCompute::FastTF32 ? " (tf32)" : "", *field,
+                      r.upload_bytes_per_second, r.download_bytes_per_second, r.duplex_bytes_per_second);
+        }
     }
     return entry->rates;
 }
