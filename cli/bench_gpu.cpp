@@ -559,9 +559,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                                 {"tiles", last.plan.grid.count()},
                                 {"busy_run", {{"plan_s", plan_s}, {"execute_s", last.seconds}}}};
             say(fmt::format(
-                "Gaussian σ=8 {}² f32, budget {}, {} tiles of {}x{}{}: {} ({} of the PCIe bound {}), moved "
-                "{}, "
-                "hidden {}, busy up/compute/down/fill {:.3f}/{:.3f}/{:.3f}/{:.3f} s",
+                "Gaussian σ=8 {}² f32, budget {}, {} tiles of {}x{}{}: {} ({} of the PCIe bound {}), "
+                "moved {}, hidden {}, busy up/compute/down/fill {:.3f}/{:.3f}/{:.3f}/{:.3f} s",
                 blur, format_size(budget), last.plan.grid.count(), tiles.rows, tiles.cols,
                 tile_rows != 0 ? " (forced)" : "", format_seconds(t.median()),
                 format_percent(bound_s / t.median()), format_seconds(bound_s), format_size(last.bytes_moved),
