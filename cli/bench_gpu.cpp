@@ -231,7 +231,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             if (block > static_cast<int>(n)) continue;
             std::vector<double> s;
             for (int r = 0; r < (block == 0 ? 1 : reps); ++r) {
-                s.push_back(cuda::cublasxt_sgemm_seconds(ordinal, block, n, n, n, a.floats(), n, b.floats(),
+                s.push_back(cuda::cublasxt_sgemm_seconds({static_cast<int>(ordinal)}, block, n, n, n, a.floats(), n, b.floats(),
                                                          n, c.floats(), n));
             }
             Timing t{s};
@@ -676,6 +676,7 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});
     add_bench_vulkan_command(*bench, globals, commands);
+    add_bench_devices_command(*bench, globals, commands);
 }
 
 }  // namespace outcore::cli

@@ -64,6 +64,8 @@ void add_make_image_command(CLI::App& app, const GlobalOptions& globals, Command
 void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 /// `outcore bench vulkan` (cli/bench_vulkan.cpp), added under `bench` by add_bench_command.
 void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, CommandList& commands);
+/// `outcore bench devices` (cli/bench_devices.cpp), added under `bench` by add_bench_command.
+void add_bench_devices_command(CLI::App& bench, const GlobalOptions& globals, CommandList& commands);
 void add_swap_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 void add_report_command(CLI::App& app, const GlobalOptions& globals, CommandList& commands);
 

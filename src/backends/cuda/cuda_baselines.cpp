@@ -63,7 +63,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-double cublasxt_sgemm_seconds(std::uint32_t ordinal, int block_dim, std::uint64_t m, std::uint64_t n,
+double cublasxt_sgemm_seconds(const std::vector<int>& ordinals, int block_dim, std::uint64_t m, std::uint64_t n,
                               std::uint64_t k, const float* a, std::uint64_t lda, const float* b,
                               std::uint64_t ldb, float* c, std::uint64_t ldc) {
     const XtApi xt = xt_api();
@@ -74,8 +74,8 @@ double cublasxt_sgemm_seconds(std::uint32_t ordinal, int block_dim, std::uint64_
         cublasXtHandle_t h;
         ~Guard() { (void)xt.destroy(h); }
     } guard{xt, handle};
-    int device = static_cast<int>(ordinal);
-    check_xt(xt.device_select(handle, 1, &device), "cublasXtDeviceSelect");
+    std::vector<int> devices = ordinals;
+    check_xt(xt.device_select(handle, static_cast<int>(devices.size()), devices.data()), "cublasXtDeviceSelect");
     if (block_dim > 0) check_xt(xt.set_block_dim(handle, block_dim), "cublasXtSetBlockDim");
     const float alpha = 1.0F;
     const float beta = 0.0F;
