@@ -8,7 +8,8 @@
 //
 // A, B and C are float32 (bf16 A and B for --types bf16) in pinned host memory of the
 // first device; every device gets the same budget (default: a quarter of the operands,
-// as in `bench gpu`). For each count N the first N devices run the whole GEMM; parallel
+// as in `bench gpu`). For each count N the first N devices run the whole GEMM
+// (ops::gemm_on_devices; one device runs ops::gemm, the single-device path); parallel
 // efficiency is T(smallest count)·count / (N·T(N)). cuBLASXt (CUDA builds, CUDA devices)
 // runs cublasXtSgemm on the same devices and host matrices at each --xt-blocks size; its
 // SGEMM is also the baseline of the tf32 rows, since it has no tf32 path. Every run's C
@@ -28,10 +29,13 @@
 #include "bench_gpu.hpp"
 #include "commands.hpp"
 #include "device_shares.hpp"
+#include "outcore/alloc/block_cache.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/io/matrix.hpp"
 #include "outcore/ops/gemm_devices.hpp"
+#include "outcore/tile/queue_cache.hpp"
+#include "outcore/tile/staging_cache.hpp"
 #include "run_support.hpp"
 #ifdef OUTCORE_CLI_WITH_CUDA
 #include "outcore/backends/cuda_baselines.hpp"
@@ -202,6 +206,11 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     std::vector<Row> rows;
     nlohmann::json runs = nlohmann::json::array();
     const std::uint64_t default_budget_f32 = 3 * nn * 4 / 4;
+    struct SingleCaches {
+        tile::StagingCache staging;
+        alloc::BlockCache slots;
+        tile::QueueCache queues;
+    } single{tile::StagingCache(first), alloc::BlockCache(first), tile::QueueCache(first)};
     for (const TypeCase& tc : types) {
         const bool bf16 = tc.type == DType::BF16;
         io::HostMatrix ma(bf16 ? a16->data() : a.data(), n, n, n, io::Layout::ColMajor, tc.type);
@@ -218,8 +227,27 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
             const std::span<Device* const> use(devices.data(), count);
             std::memset(c.data(), 0xFF, nn * 4);  // NaN: an element left unwritten fails the samples
             ops::MultiGemmReport last;
-            const Timing t =
-                time_reps(warmup, reps, [&] { last = ops::gemm_on_devices(use, ma, mb, mc, options); });
+            // One device runs the single-device GEMM (as `outcore gemm` without --devices,
+            // its caches kept across the repetitions as in `bench gpu`): the best one GPU
+            // does, the figure the scaling is measured from.
+            const Timing t = time_reps(warmup, reps, [&] {
+                if (count > 1) {
+                    last = ops::gemm_on_devices(use, ma, mb, mc, options);
+                    return;
+                }
+                ops::GemmOptions one = options;
+                one.staging_cache = &single.staging;
+                one.device_cache = &single.slots;
+                one.queue_cache = &single.queues;
+                const ops::GemmReport r = ops::gemm(first, ma, mb, mc, one);
+                last = {.seconds = r.seconds,
+                        .tflops = r.tflops,
+                        .bytes_moved = r.bytes_moved,
+                        .units = 1,
+                        .plan = r.plan,
+                        .devices = {{.device = first.info().id()}}};
+                last.devices[0].add(r);
+            });
             const double err =
                 gemm_sample_error(ma.direct()->data, mb.direct()->data, c.floats(), n, tc.type, 16, 7);
             if (ci == 0) base_s = t.median(), base_count = count;
