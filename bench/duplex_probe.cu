@@ -1,8 +1,9 @@
 // bench/duplex_probe.cu — when both link directions are busy, do uploads keep their
 // one-way rate if the downloads are held to what the link has left (both-at-once rate
 // less the upload rate), or does the link split evenly whatever the downloads ask?
-// (docs/tiling.md, "What a downloaded byte costs the uploads".) Not part of the CMake build: a one-off probe,
-// kept so its figures can be measured again. On a machine with an NVIDIA GPU:
+// (docs/tiling.md, "What a downloaded byte costs the uploads".) Not part of the CMake
+// build: a one-off probe, kept so its figures can be measured again. On a machine with
+// an NVIDIA GPU:
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/duplex_probe.cu -o duplex_probe && ./duplex_probe
 //
