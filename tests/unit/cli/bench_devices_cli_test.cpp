@@ -43,6 +43,15 @@ TEST(BenchDevicesCli, RunsEveryCountAndTypeOnCpuDevicesWithinEachBudget) {
         for (const nlohmann::json& share : run["shares"]) {
             EXPECT_LE(share["peak_device_bytes"].get<std::uint64_t>(), 256U * 1024U) << share.dump();
             units += share["units"].get<std::uint64_t>();
+            // Each device's queues, busy while it ran its units.
+            EXPECT_GT(share["busy_s"]["upload"].get<double>(), 0.0) << share.dump();
+            EXPECT_GT(share["busy_s"]["compute"].get<double>(), 0.0) << share.dump();
+            EXPECT_GT(share["busy_s"]["download"].get<double>(), 0.0) << share.dump();
+            const double hidden = share["hidden_transfer_fraction"].get<double>();
+            EXPECT_GE(hidden, 0.0);
+            EXPECT_LE(hidden, 1.0);
+            EXPECT_GE(share["runs"].get<std::uint64_t>(), 1U);
+            EXPECT_LE(share["runs"].get<std::uint64_t>(), share["units"].get<std::uint64_t>());
         }
         EXPECT_EQ(units, run["units"].get<std::uint64_t>());
         EXPECT_GT(run["tflops"].get<double>(), 0.0);
