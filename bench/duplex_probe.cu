@@ -8,8 +8,9 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 bench/duplex_probe.cu -o duplex_probe && ./duplex_probe
 //
 // Uploads go flat out in 64 MiB copies; downloads in pieces, each held on its stream by a
-// one-thread kernel until its start time on a schedule of the target rate (the GPU's
-// global timer), so a piece never starts early but may start late.
+// one-thread kernel until piece/rate after the previous piece started (the GPU's global
+// timer), so the downloads never run above the target rate, and last longer than the
+// uploads, so every upload is measured beside them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,10 +41,15 @@ __device__ std::uint64_t now_ns() {
 
 __global__ void stamp(std::uint64_t* start) { *start = now_ns(); }
 
-/// Spins until start + offset_ns.
-__global__ void wait_until(const std::uint64_t* start, std::uint64_t offset_ns) {
-    const std::uint64_t until = *start + offset_ns;
-    while (now_ns() < until) __nanosleep(2000);
+/// Spins until `gap_ns` after the previous release (*last), then records this one.
+__global__ void wait_after(std::uint64_t* last, std::uint64_t gap_ns) {
+    const std::uint64_t until = *last + gap_ns;
+    std::uint64_t t = now_ns();
+    while (t < until) {
+        __nanosleep(2000);
+        t = now_ns();
+    }
+    *last = t;
 }
 
 struct Result {
@@ -53,31 +59,38 @@ struct Result {
 /// `up_bytes` up in 64 MiB copies on one stream while `down_bytes` come down in
 /// `piece` pieces on another, paced at `rate` bytes/s (0: flat out). Rates over each
 /// stream's own span.
-Result run(std::byte* h_up, std::byte* h_down, std::byte* d_up, std::byte* d_down, std::uint64_t up_bytes,
-           std::uint64_t down_bytes, std::uint64_t piece, double rate, std::uint64_t* d_start) {
-    cudaStream_t su, sd;
+Result run(std::byte* h_up, std::byte* h_down, std::uint64_t host_bytes, std::byte* d_up, std::byte* d_down,
+           std::uint64_t up_bytes, std::uint64_t down_bytes, std::uint64_t piece, double rate,
+           std::uint64_t* d_start) {
+    cudaStream_t su, sd, sg;
     CK(cudaStreamCreateWithFlags(&su, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&sd, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&sg, cudaStreamNonBlocking));
     cudaEvent_t u0, u1, d0, d1, go;
     for (cudaEvent_t* e : {&u0, &u1, &d0, &d1, &go}) CK(cudaEventCreate(e));
-    // Both streams start from one event, after the download stream's stamp.
-    if (down_bytes > 0) stamp<<<1, 1, 0, sd>>>(d_start);
-    CK(cudaEventRecord(go, sd));
+    // Both streams start from one event, 50 ms after the gate stream's stamp: time
+    // enough to queue every copy first.
+    stamp<<<1, 1, 0, sg>>>(d_start);
+    wait_after<<<1, 1, 0, sg>>>(d_start, 50'000'000);
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(go, sg));
     CK(cudaStreamWaitEvent(su, go, 0));
+    CK(cudaStreamWaitEvent(sd, go, 0));
     CK(cudaEventRecord(u0, su));
     CK(cudaEventRecord(d0, sd));
     const std::uint64_t up_piece = 64 * kMiB;
     for (std::uint64_t o = 0; o < up_bytes; o += up_piece) {
         const std::uint64_t n = std::min(up_piece, up_bytes - o);
-        CK(cudaMemcpyAsync(d_up + (o % (4 * kGiB)), h_up + o, n, cudaMemcpyHostToDevice, su));
+        CK(cudaMemcpyAsync(d_up + (o % (4 * kGiB)), h_up + (o % host_bytes), n, cudaMemcpyHostToDevice, su));
     }
-    std::uint64_t i = 0;
-    for (std::uint64_t o = 0; o < down_bytes; o += piece, ++i) {
+    for (std::uint64_t o = 0; o < down_bytes; o += piece) {
         const std::uint64_t n = std::min(piece, down_bytes - o);
-        if (rate > 0)
-            wait_until<<<1, 1, 0, sd>>>(d_start,
-                                        static_cast<std::uint64_t>(static_cast<double>(o) / rate * 1e9));
-        CK(cudaMemcpyAsync(h_down + o, d_down + (o % (4 * kGiB)), n, cudaMemcpyDeviceToHost, sd));
+        if (rate > 0) {
+            wait_after<<<1, 1, 0, sd>>>(d_start, o == 0 ? 0 : static_cast<std::uint64_t>(piece / rate * 1e9));
+            CK(cudaGetLastError());
+        }
+        CK(cudaMemcpyAsync(h_down + (o % host_bytes), d_down + (o % (4 * kGiB)), n, cudaMemcpyDeviceToHost,
+                           sd));
     }
     CK(cudaEventRecord(u1, su));
     CK(cudaEventRecord(d1, sd));
@@ -91,6 +104,7 @@ Result run(std::byte* h_up, std::byte* h_down, std::byte* d_up, std::byte* d_dow
     for (cudaEvent_t e : {u0, u1, d0, d1, go}) CK(cudaEventDestroy(e));
     CK(cudaStreamDestroy(su));
     CK(cudaStreamDestroy(sd));
+    CK(cudaStreamDestroy(sg));
     return r;
 }
 
@@ -111,11 +125,15 @@ int main() {
     CK(cudaMalloc(reinterpret_cast<void**>(&d_down), 4 * kGiB));
     CK(cudaMalloc(reinterpret_cast<void**>(&d_start), 8));
     const std::uint64_t up = 8 * kGiB;
-    (void)run(h_up, h_down, d_up, d_down, 1 * kGiB, 1 * kGiB, 8 * kMiB, 0, d_start);  // warm
+    (void)run(h_up, h_down, host_bytes, d_up, d_down, 1 * kGiB, 1 * kGiB, 8 * kMiB, 0, d_start);  // warm
+    // The median of three by the upload rate (by the download rate where nothing goes up).
     auto median3 = [&](std::uint64_t u, std::uint64_t d, std::uint64_t piece, double rate) {
         std::vector<Result> rs;
-        for (int r = 0; r < 3; ++r) rs.push_back(run(h_up, h_down, d_up, d_down, u, d, piece, rate, d_start));
-        std::sort(rs.begin(), rs.end(), [](const Result& a, const Result& b) { return a.up_gbs < b.up_gbs; });
+        for (int r = 0; r < 3; ++r)
+            rs.push_back(run(h_up, h_down, host_bytes, d_up, d_down, u, d, piece, rate, d_start));
+        std::sort(rs.begin(), rs.end(), [](const Result& a, const Result& b) {
+            return a.up_gbs != b.up_gbs ? a.up_gbs < b.up_gbs : a.down_gbs < b.down_gbs;
+        });
         return rs[1];
     };
     const Result up_alone = median3(up, 0, 8 * kMiB, 0);
@@ -128,10 +146,10 @@ int main() {
                 "up/alone");
     for (const std::uint64_t piece : {4 * kMiB, 16 * kMiB}) {
         for (const double target : {15e9, 25e9, 30e9, 35e9, 40e9, 45e9}) {
-            // Downloads spanning the upload's time at the one-way rate.
-            const auto down =
-                static_cast<std::uint64_t>(target * static_cast<double>(up) / (up_alone.up_gbs * 1e9)) /
-                piece * piece;
+            // Downloads outlasting the uploads (a quarter longer than at the one-way rate).
+            const auto down = static_cast<std::uint64_t>(1.25 * target * static_cast<double>(up) /
+                                                         (up_alone.up_gbs * 1e9)) /
+                              piece * piece;
             const Result r = median3(up, down, piece, target);
             std::printf("%10.0f %8llu %10.1f %10.1f %10.1f %8.3f\n", target * 1e-9,
                         static_cast<unsigned long long>(piece / kMiB), r.up_gbs, r.down_gbs,

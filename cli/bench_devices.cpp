@@ -29,13 +29,10 @@
 #include "bench_gpu.hpp"
 #include "commands.hpp"
 #include "device_shares.hpp"
-#include "outcore/alloc/block_cache.hpp"
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
 #include "outcore/io/matrix.hpp"
 #include "outcore/ops/gemm_devices.hpp"
-#include "outcore/tile/queue_cache.hpp"
-#include "outcore/tile/staging_cache.hpp"
 #include "run_support.hpp"
 #ifdef OUTCORE_CLI_WITH_CUDA
 #include "outcore/backends/cuda_baselines.hpp"
@@ -132,6 +129,27 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     const std::uint64_t budget_flag = budget_given ? resolve_budget(f.budget, config, first.info()) : 0;
     const int reps = std::max(1, f.reps);
     const int warmup = std::max(0, f.warmup);
+    const std::uint64_t default_budget_f32 = 3 * n * n * 4 / 4;
+    auto budget_of = [&](const TypeCase& tc) {
+        return budget_given ? budget_flag : (tc.type == DType::BF16 ? 3 * n * n * 2 / 4 : default_budget_f32);
+    };
+    auto options_of = [&](const TypeCase& tc) {
+        return ops::GemmOptions{.type = tc.type, .compute = tc.compute, .budget_bytes = budget_of(tc)};
+    };
+    // Every device plans every type before anything is allocated or timed, so a budget
+    // under the minimum (or a type a device lacks) fails at once, not after cuBLASXt.
+    // Planning reads shapes only: the matrices point at one float, never read.
+    {
+        float shape_only = 0;
+        for (const TypeCase& tc : types) {
+            const io::HostMatrix sa(&shape_only, n, n, n, io::Layout::ColMajor, tc.type);
+            const io::HostMatrix sb(&shape_only, n, n, n, io::Layout::ColMajor, tc.type);
+            io::HostMatrix sc(&shape_only, n, n, n, io::Layout::ColMajor, DType::F32);
+            ops::GemmOptions o = options_of(tc);
+            o.measure_rates = false;
+            for (Device* d : devices) (void)ops::plan_gemm(*d, sa, sb, sc, o);
+        }
+    }
     std::FILE* text = json.to_stdout() ? stderr : stdout;
     auto say = [text](const std::string& line) { fmt::print(text, "{}\n", line), std::fflush(text); };
 
@@ -174,6 +192,10 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     };
     std::vector<Xt> xt(counts.size());
     bool xt_ran = false;
+    std::string xt_why_not = f.skip_xt                        ? "--skip-cublasxt"
+                             : !any_f32                       ? "it has no bf16 GEMM"
+                             : first.info().backend != "cuda" ? "it needs CUDA devices"
+                                                              : "every --xt-blocks size is over --n";
 #ifdef OUTCORE_CLI_WITH_CUDA
     if (!f.skip_xt && any_f32 && first.info().backend == "cuda") {
         nlohmann::json xt_record = nlohmann::json::array();
@@ -183,10 +205,13 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
                 ordinals.push_back(static_cast<int>(devices[d]->info().index));
             for (const int block : f.xt_blocks) {
                 if (block > static_cast<int>(n)) continue;
-                const Timing t = time_reps(block == 0 ? 0 : warmup, block == 0 ? 1 : reps, [&] {
-                    (void)cuda::cublasxt_sgemm_seconds(ordinals, block, n, n, n, a.floats(), n, b.floats(), n,
-                                                       c.floats(), n);
-                });
+                // The seconds of the call itself (bench gpu's measure), not the handle's set-up.
+                Timing t;
+                for (int r = 0; r < (block == 0 ? 1 : warmup + reps); ++r) {
+                    const double s = cuda::cublasxt_sgemm_seconds(ordinals, block, n, n, n, a.floats(), n,
+                                                                  b.floats(), n, c.floats(), n);
+                    if (block == 0 || r >= warmup) t.seconds.push_back(s);
+                }
                 xt_record.push_back({{"devices", counts[ci]},
                                      {"block", block},
                                      {"timing", t.to_json()},
@@ -205,21 +230,14 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     // --- outcore on the first N devices -------------------------------------------------
     std::vector<Row> rows;
     nlohmann::json runs = nlohmann::json::array();
-    const std::uint64_t default_budget_f32 = 3 * nn * 4 / 4;
-    struct SingleCaches {
-        tile::StagingCache staging;
-        alloc::BlockCache slots;
-        tile::QueueCache queues;
-    } single{tile::StagingCache(first), alloc::BlockCache(first), tile::QueueCache(first)};
     for (const TypeCase& tc : types) {
         const bool bf16 = tc.type == DType::BF16;
         io::HostMatrix ma(bf16 ? a16->data() : a.data(), n, n, n, io::Layout::ColMajor, tc.type);
         io::HostMatrix mb(bf16 ? b16->data() : b.data(), n, n, n, io::Layout::ColMajor, tc.type);
         ma.set_device_readable(true);
         mb.set_device_readable(true);
-        const std::uint64_t budget =
-            budget_given ? budget_flag : (bf16 ? 3 * nn * 2 / 4 : default_budget_f32);
-        const ops::GemmOptions options{.type = tc.type, .compute = tc.compute, .budget_bytes = budget};
+        const std::uint64_t budget = budget_of(tc);
+        const ops::GemmOptions options = options_of(tc);
         double base_s = 0;
         std::size_t base_count = 0;
         for (std::size_t ci = 0; ci < counts.size(); ++ci) {
@@ -227,18 +245,20 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
             const std::span<Device* const> use(devices.data(), count);
             std::memset(c.data(), 0xFF, nn * 4);  // NaN: an element left unwritten fails the samples
             ops::MultiGemmReport last;
-            // One device runs the single-device GEMM (as `outcore gemm` without --devices,
-            // its caches kept across the repetitions as in `bench gpu`): the best one GPU
+            // Every count keeps its devices' staging, slot memory and queues across the
+            // repetitions (as `bench gpu` does for one device). One device runs the
+            // single-device GEMM (as `outcore gemm` without --devices): the best one GPU
             // does, the figure the scaling is measured from.
+            ops::DeviceCaches caches(use);
             const Timing t = time_reps(warmup, reps, [&] {
                 if (count > 1) {
-                    last = ops::gemm_on_devices(use, ma, mb, mc, options);
+                    last = ops::gemm_on_devices(use, ma, mb, mc, options, &caches);
                     return;
                 }
                 ops::GemmOptions one = options;
-                one.staging_cache = &single.staging;
-                one.device_cache = &single.slots;
-                one.queue_cache = &single.queues;
+                one.staging_cache = &caches.at(0).staging;
+                one.device_cache = &caches.at(0).slots;
+                one.queue_cache = &caches.at(0).queues;
                 const ops::GemmReport r = ops::gemm(first, ma, mb, mc, one);
                 last = {.seconds = r.seconds,
                         .tflops = r.tflops,
@@ -280,7 +300,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
                 tile::to_string(last.plan.schedule), last.plan.tile_m, last.plan.tile_n, last.plan.tile_k,
                 last.units, format_size(last.bytes_moved), err,
                 r.error_ok ? "" : fmt::format(" FAILED (over {:.0e})", tc.tolerance)));
-            if (!json.to_stdout()) print_shares(last.units, last.devices);
+            print_shares(last.units, last.devices, text);
             rows.push_back(r);
         }
     }
@@ -311,9 +331,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
         if (r.xt_tflops > 0) row["vs_cublasxt"] = r.tflops / r.xt_tflops;
         table.push_back(row);
     }
-    if (!xt_ran)
-        fmt::print(text, "(cuBLASXt not run: {})\n",
-                   f.skip_xt ? "--skip-cublasxt" : "needs CUDA devices and f32 or tf32");
+    if (!xt_ran) fmt::print(text, "(cuBLASXt not run: {})\n", xt_why_not);
     record["table"] = table;
     if (json.enabled()) json.write(record);
     return all_ok ? 0 : 1;

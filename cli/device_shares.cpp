@@ -7,16 +7,16 @@
 
 namespace outcore::cli {
 
-void print_shares(std::uint64_t units, std::span<const ops::DeviceShare> shares) {
-    fmt::print("devices: {} work units over {} devices\n", units, shares.size());
+void print_shares(std::uint64_t units, std::span<const ops::DeviceShare> shares, std::FILE* out) {
+    fmt::print(out, "devices: {} work units over {} devices\n", units, shares.size());
     for (const ops::DeviceShare& s : shares) {
-        fmt::print(
-            "  {}: {} units in {} runs, busy {} (queues: up {}, compute {}, down {}; {} of transfers "
-            "hidden), moved {}, peak {} of {}\n",
-            s.device, s.units, s.runs, format_seconds(s.busy_seconds), format_seconds(s.upload_busy_seconds),
-            format_seconds(s.compute_busy_seconds), format_seconds(s.download_busy_seconds),
-            format_percent(s.hidden_transfer_fraction), format_size(s.bytes_moved),
-            format_size(s.peak_device_bytes), format_size(s.budget_bytes));
+        fmt::print(out,
+                   "  {}: {} units in {} runs, busy {} (queues: up {}, compute {}, down {}; {} of transfers "
+                   "hidden), moved {}, peak {} of {}\n",
+                   s.device, s.units, s.runs, format_seconds(s.busy_seconds),
+                   format_seconds(s.upload_busy_seconds), format_seconds(s.compute_busy_seconds),
+                   format_seconds(s.download_busy_seconds), format_percent(s.hidden_transfer_fraction),
+                   format_size(s.bytes_moved), format_size(s.peak_device_bytes), format_size(s.budget_bytes));
     }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <span>
 
@@ -10,8 +11,8 @@
 
 namespace outcore::cli {
 
-/// "devices: 6 work units over 3 devices" and a line per device.
-void print_shares(std::uint64_t units, std::span<const ops::DeviceShare> shares);
+/// "devices: 6 work units over 3 devices" and a line per device, to `out`.
+void print_shares(std::uint64_t units, std::span<const ops::DeviceShare> shares, std::FILE* out = stdout);
 /// [{"device": "cuda:0", "units": ..., "bytes_moved": ..., ...}, ...]
 [[nodiscard]] nlohmann::json shares_json(std::span<const ops::DeviceShare> shares);
 

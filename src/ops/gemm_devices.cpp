@@ -149,10 +149,20 @@ GemmOptions with_plan_tiles(const GemmOptions& options, const tile::GemmPlan& pl
 
 }  // namespace
 
+DeviceCaches::DeviceCaches(std::span<Device* const> devices) {
+    for (Device* d : devices) caches_.push_back(std::make_unique<Caches>(*d));
+}
+
 MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::MatrixSource& a,
-                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options) {
+                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options,
+                                DeviceCaches* caches) {
     const auto start = std::chrono::steady_clock::now();
     detail::check_devices(devices, kComponent);
+    if (caches != nullptr) {
+        bool same = caches->size() == devices.size();
+        for (std::size_t d = 0; same && d < devices.size(); ++d) same = caches->at(d).device == devices[d];
+        if (!same) throw UsageError(kComponent, "the DeviceCaches were made for other devices");
+    }
     const tile::GemmProblem problem = gemm_problem(a, b, c, options);
     MultiGemmReport report;
     report.plan = plan_gemm(*devices[0], a, b, c, options);
@@ -189,16 +199,11 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         }
     }
 
-    // Pinned staging, slot memory and queues kept per device across its units (a
-    // caller's caches belong to one device, so they are not used here).
-    std::vector<std::unique_ptr<tile::StagingCache>> caches;
-    std::vector<std::unique_ptr<alloc::BlockCache>> slot_caches;
-    std::vector<std::unique_ptr<tile::QueueCache>> queue_caches;
-    for (Device* d : devices) {
-        caches.push_back(std::make_unique<tile::StagingCache>(*d));
-        slot_caches.push_back(std::make_unique<alloc::BlockCache>(*d));
-        queue_caches.push_back(std::make_unique<tile::QueueCache>(*d));
-    }
+    // Pinned staging, slot memory and queues kept per device across its units, and
+    // across calls where the caller passes them (GemmOptions' caches belong to one
+    // device, so they are not used here).
+    std::optional<DeviceCaches> own;
+    DeviceCaches& kept = caches != nullptr ? *caches : own.emplace(devices);
     // Progress is called on the device threads only (never on a pipeline thread, where
     // locks are held and, on CUDA, the download queue's host thread may not touch the
     // device), serialised here; a throw from it fails the call like any unit's failure.
@@ -232,9 +237,9 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
                 o.one_call_per_chunk = true;
                 o.next_tiles = {};
                 o.tile_written = {};
-                o.staging_cache = caches[d].get();
-                o.device_cache = slot_caches[d].get();
-                o.queue_cache = queue_caches[d].get();
+                o.staging_cache = &kept.at(d).staging;
+                o.device_cache = &kept.at(d).slots;
+                o.queue_cache = &kept.at(d).queues;
                 w.point(o);
                 report.devices[d].add(gemm(*devices[d], w.a, w.b, w.c, o));
                 units_done(1);
@@ -245,9 +250,9 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         // up once for all of them.
         Windows w(a, b, c, sink_mutex, problem, options, cut.panels[visit.panel]);
         GemmOptions o = resident_options;
-        o.staging_cache = caches[d].get();
-        o.device_cache = slot_caches[d].get();
-        o.queue_cache = queue_caches[d].get();
+        o.staging_cache = &kept.at(d).staging;
+        o.device_cache = &kept.at(d).slots;
+        o.queue_cache = &kept.at(d).queues;
         w.point(o);
         // Tiles written are tracked per claimed unit (with several writer threads drains
         // finish out of order, so a count of tiles would report a unit early).

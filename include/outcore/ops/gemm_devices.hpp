@@ -49,7 +49,9 @@
 // repeated.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -109,13 +111,42 @@ struct MultiGemmReport {
     std::vector<DeviceShare> devices;
 };
 
+/// Each device's pinned staging, slot memory and queues (cuBLAS handles and workspaces
+/// on CUDA), which gemm_on_devices keeps across a device's units. Passed to it, they
+/// are kept across calls too (a benchmark's repetitions), as GemmOptions::staging_cache,
+/// device_cache and queue_cache are for one device. Made for one list of devices, in
+/// order; used by one call at a time.
+class DeviceCaches {
+public:
+    explicit DeviceCaches(std::span<Device* const> devices);
+    DeviceCaches(const DeviceCaches&) = delete;
+    DeviceCaches& operator=(const DeviceCaches&) = delete;
+
+    struct Caches {
+        explicit Caches(Device& d) : device(&d), staging(d), slots(d), queues(d) {}
+        Device* device;
+        tile::StagingCache staging;
+        alloc::BlockCache slots;
+        tile::QueueCache queues;
+    };
+    /// The caches of devices[i].
+    [[nodiscard]] Caches& at(std::size_t i) { return *caches_.at(i); }
+    [[nodiscard]] std::size_t size() const noexcept { return caches_.size(); }
+
+private:
+    std::vector<std::unique_ptr<Caches>> caches_;
+};
+
 /// C = α·op(A)·op(B) + β·C over `devices` (at least one; a device listed twice is a
 /// UsageError). Options as for ops::gemm (next_tiles and tile_written are not used);
 /// `progress` is called once per unit, after every C tile of it is written, with the
 /// fraction of units done: on the thread of the device that ran the unit (at its next
 /// claim or when its GEMM returns), never concurrently with itself; a throw from it
 /// fails the call as a device failure does. Does not commit() the sink.
+/// `caches`: kept across calls (made for these devices, in this order; UsageError
+/// otherwise); null: made for this call.
 MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::MatrixSource& a,
-                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options);
+                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options,
+                                DeviceCaches* caches = nullptr);
 
 }  // namespace outcore::ops

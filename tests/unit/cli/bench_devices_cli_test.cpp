@@ -56,10 +56,29 @@ TEST(BenchDevicesCli, RunsEveryCountAndTypeOnCpuDevicesWithinEachBudget) {
         EXPECT_EQ(units, run["units"].get<std::uint64_t>());
         EXPECT_GT(run["tflops"].get<double>(), 0.0);
     }
-    // Efficiency is against the smallest count: 1 there by definition.
-    EXPECT_DOUBLE_EQ(j["runs"][0]["efficiency"].get<double>(), 1.0);
-    EXPECT_DOUBLE_EQ(j["runs"][2]["efficiency"].get<double>(), 1.0);
+    // Efficiency: T(1) / (3·T(3)) from each run's median, per type.
+    for (const std::size_t base : {0U, 2U}) {
+        const double t1 = j["runs"][base]["timing"]["median_s"].get<double>();
+        const double t3 = j["runs"][base + 1]["timing"]["median_s"].get<double>();
+        EXPECT_DOUBLE_EQ(j["runs"][base]["efficiency"].get<double>(), 1.0);
+        EXPECT_NEAR(j["runs"][base + 1]["efficiency"].get<double>(), t1 / (3 * t3), 1e-12);
+    }
     EXPECT_EQ(j["table"].size(), 4U);
+}
+
+// A bare --json sends the record alone to stdout; the text, the shares included, goes
+// to stderr.
+TEST(BenchDevicesCli, BareJsonLeavesStdoutToTheRecord) {
+    const Scratch s;
+    const CliRun r =
+        run_cli(s, {"--backend", "cpu", "bench", "devices", "--devices", "0,1", "--types", "f32", "--n",
+                    "192", "--budget", "256KiB", "--reps", "1", "--warmup", "0", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails) on anything else
+    EXPECT_EQ(j["runs"].size(), 2U);
+    EXPECT_NE(r.err.find("outcore bench devices:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("cpu:1: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("vs cuBLASXt"), std::string::npos) << r.err;
 }
 
 TEST(BenchDevicesCli, MalformedOptionsAreRefusedBeforeAnythingRuns) {
@@ -68,6 +87,7 @@ TEST(BenchDevicesCli, MalformedOptionsAreRefusedBeforeAnythingRuns) {
         {"--counts", "0"},  {"--counts", "3"}, {"--counts", "2,1"},  {"--counts", "1,1"},
         {"--counts", "1,"}, {"--counts", "x"}, {"--types", "f64"},   {"--xt-blocks", "-1"},
         {"--n", "10"},      {"--n", "-5"},     {"--devices", "0,0"}, {"--budget", "lots"},
+        {"--budget", "64"},
     };
     for (const std::vector<std::string>& extra : bad) {
         std::vector<std::string> args{"--backend", "cpu", "bench", "devices",

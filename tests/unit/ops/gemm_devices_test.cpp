@@ -18,6 +18,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -557,6 +558,49 @@ TEST(GemmDevicesReuse, EqualsTheSingleDeviceResultBitForBit) {
         }
         for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
     }
+}
+
+// DeviceCaches passed to gemm_on_devices keep each device's slot memory and queues
+// across calls: a second call gives the same C bit for bit and allocates no more device
+// memory; the caches hold it until they go, and caches made for other devices (or the
+// same ones in another order) are refused.
+TEST(GemmDevicesReuse, CachesKeptAcrossCallsGiveTheSameResult) {
+    std::mt19937_64 rng(outcore::test::seed());
+    GemmOptions o;
+    o.type = DType::F32;
+    o.budget_bytes = 256 * 1024;
+    o.measure_rates = false;
+    const std::uint64_t m = 300, n = 260, k = 170;
+    Matrix a(m, k, o.type, Layout::ColMajor);
+    Matrix b(k, n, o.type, Layout::ColMajor);
+    a.randomize(rng);
+    b.randomize(rng);
+    outcore::io::HostMatrix ha = a.host(), hb = b.host();
+    auto owned = cpu_devices(3);
+    const std::vector<Device*> devices = pointers(owned);
+    Matrix first(m, n, o.type, Layout::ColMajor), second(m, n, o.type, Layout::ColMajor);
+    first.poison();
+    second.poison();
+    outcore::io::HostMatrix h1 = first.host(), h2 = second.host();
+    {
+        outcore::ops::DeviceCaches caches(devices);
+        (void)outcore::ops::gemm_on_devices(devices, ha, hb, h1, o, &caches);
+        std::vector<std::uint64_t> held;
+        for (const auto& d : owned) held.push_back(d->allocated_bytes());
+        EXPECT_GT(std::accumulate(held.begin(), held.end(), std::uint64_t{0}), 0U) << "the caches hold slots";
+        (void)outcore::ops::gemm_on_devices(devices, ha, hb, h2, o, &caches);
+        for (std::size_t d = 0; d < owned.size(); ++d) {
+            EXPECT_LE(owned[d]->allocated_bytes(), held[d]) << owned[d]->info().id();
+        }
+        EXPECT_TRUE(first.storage == second.storage);
+        const std::vector<Device*> reversed{devices[2], devices[1], devices[0]};
+        const std::vector<Device*> fewer{devices[0], devices[1]};
+        Matrix c(m, n, o.type, Layout::ColMajor);
+        outcore::io::HostMatrix hc = c.host();
+        EXPECT_THROW((void)outcore::ops::gemm_on_devices(reversed, ha, hb, hc, o, &caches), outcore::UsageError);
+        EXPECT_THROW((void)outcore::ops::gemm_on_devices(fewer, ha, hb, hc, o, &caches), outcore::UsageError);
+    }
+    for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
 }
 
 // Tiles where one device's run would split GEMMs (the first chunk in k-pieces, the
