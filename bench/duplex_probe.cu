@@ -20,13 +20,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(x)                                                                             \
-    do {                                                                                  \
-        if (auto e_ = (x); e_ != 0) {                                                     \
-            std::printf("error %d at %s:%d\n", static_cast<int>(e_), __FILE__, __LINE__); \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
+#include "probe_check.hpp"
 
 namespace {
 
