@@ -111,7 +111,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     // Every option is checked before anything is allocated or run.
     Config config = make_config(globals);
     const std::uint64_t n = parse_count("--n", f.n);
-    if (n < 64) throw UsageError("--n", "must be at least 64");
+    if (n < 64 || n > (std::uint64_t{1} << 24)) throw UsageError("--n", "must be 64 to 16777216");
     std::vector<TypeCase> types;
     for (const std::string& t : f.types) types.push_back(parse_type(t));
     if (types.empty()) throw UsageError("--types", "name at least one of f32, tf32, bf16");
@@ -136,6 +136,17 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     auto options_of = [&](const TypeCase& tc) {
         return ops::GemmOptions{.type = tc.type, .compute = tc.compute, .budget_bytes = budget_of(tc)};
     };
+    // A, B and C (and bf16 copies of A and B) must fit the host budget: refused here,
+    // not found out by the kernel's out-of-memory killer while they are filled.
+    const bool any_bf16 =
+        std::any_of(types.begin(), types.end(), [](const TypeCase& t) { return t.type == DType::BF16; });
+    const std::uint64_t host_bytes = 3 * n * n * 4 + (any_bf16 ? 2 * n * n * 2 : 0);
+    if (host_bytes > host_limit_bytes(config)) {
+        throw UsageError("--n",
+                         fmt::format("n = {} needs {} of host memory for the matrices; the host budget "
+                                     "allows {}: pass a smaller --n",
+                                     n, format_size(host_bytes), format_size(host_limit_bytes(config))));
+    }
     // Every device plans every type before anything is allocated or timed, so a budget
     // under the minimum (or a type a device lacks) fails at once, not after cuBLASXt.
     // Planning reads shapes only: the matrices point at one float, never read.
@@ -154,8 +165,6 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     auto say = [text](const std::string& line) { fmt::print(text, "{}\n", line), std::fflush(text); };
 
     const std::uint64_t nn = n * n;
-    const bool any_bf16 =
-        std::any_of(types.begin(), types.end(), [](const TypeCase& t) { return t.type == DType::BF16; });
     const bool any_f32 =
         std::any_of(types.begin(), types.end(), [](const TypeCase& t) { return t.type == DType::F32; });
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);

@@ -84,10 +84,10 @@ TEST(BenchDevicesCli, BareJsonLeavesStdoutToTheRecord) {
 TEST(BenchDevicesCli, MalformedOptionsAreRefusedBeforeAnythingRuns) {
     const Scratch s;
     const std::vector<std::vector<std::string>> bad{
-        {"--counts", "0"},  {"--counts", "3"}, {"--counts", "2,1"},  {"--counts", "1,1"},
-        {"--counts", "1,"}, {"--counts", "x"}, {"--types", "f64"},   {"--xt-blocks", "-1"},
-        {"--n", "10"},      {"--n", "-5"},     {"--devices", "0,0"}, {"--budget", "lots"},
-        {"--budget", "64"},
+        {"--counts", "0"},  {"--counts", "3"},  {"--counts", "2,1"},  {"--counts", "1,1"},
+        {"--counts", "1,"}, {"--counts", "x"},  {"--types", "f64"},   {"--xt-blocks", "-1"},
+        {"--n", "10"},      {"--n", "-5"},      {"--devices", "0,0"}, {"--budget", "lots"},
+        {"--budget", "64"}, {"--n", "4000000"}, {"--n", "99999999"},
     };
     for (const std::vector<std::string>& extra : bad) {
         std::vector<std::string> args{"--backend", "cpu", "bench", "devices",
