@@ -95,6 +95,9 @@ std::vector<std::size_t> parse_counts(const std::string& text, std::size_t avail
     return out;
 }
 
+/// cuBLASXt's block size as the output names it (0: its default).
+std::string block_name(int block) { return block == 0 ? std::string("default") : std::to_string(block); }
+
 /// One line of the final table.
 struct Row {
     std::string what;
@@ -103,7 +106,6 @@ struct Row {
     double efficiency = 0;  // against the smallest count
     double xt_tflops = 0;   // 0: not measured
     int xt_block = 0;
-    double sample_error = 0;
     bool error_ok = true;
 };
 
@@ -138,8 +140,10 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     };
     // A, B and C (and bf16 copies of A and B) must fit the host budget: refused here,
     // not found out by the kernel's out-of-memory killer while they are filled.
-    const bool any_bf16 =
-        std::any_of(types.begin(), types.end(), [](const TypeCase& t) { return t.type == DType::BF16; });
+    auto uses = [&types](DType type) {
+        return std::any_of(types.begin(), types.end(), [type](const TypeCase& t) { return t.type == type; });
+    };
+    const bool any_bf16 = uses(DType::BF16);
     const std::uint64_t host_bytes = 3 * n * n * 4 + (any_bf16 ? 2 * n * n * 2 : 0);
     if (host_bytes > host_limit_bytes(config)) {
         throw UsageError("--n",
@@ -165,8 +169,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     auto say = [text](const std::string& line) { fmt::print(text, "{}\n", line), std::fflush(text); };
 
     const std::uint64_t nn = n * n;
-    const bool any_f32 =
-        std::any_of(types.begin(), types.end(), [](const TypeCase& t) { return t.type == DType::F32; });
+    const bool any_f32 = uses(DType::F32);
     const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     nlohmann::json record;
     record["n"] = n;
@@ -226,8 +229,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
                                      {"timing", t.to_json()},
                                      {"tflops", flops / t.median() * 1e-12}});
                 say(fmt::format("cuBLASXt SGEMM on {} device(s), block {}: {:.1f} TFLOP/s ({})", counts[ci],
-                                block == 0 ? std::string("default") : std::to_string(block),
-                                flops / t.median() * 1e-12, format_seconds(t.median())));
+                                block_name(block), flops / t.median() * 1e-12, format_seconds(t.median())));
                 if (xt[ci].seconds == 0 || t.median() < xt[ci].seconds) xt[ci] = {t.median(), block};
                 xt_ran = true;
             }
@@ -245,7 +247,6 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
         io::HostMatrix mb(bf16 ? b16->data() : b.data(), n, n, n, io::Layout::ColMajor, tc.type);
         ma.set_device_readable(true);
         mb.set_device_readable(true);
-        const std::uint64_t budget = budget_of(tc);
         const ops::GemmOptions options = options_of(tc);
         double base_s = 0;
         std::size_t base_count = 0;
@@ -265,9 +266,7 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
                     return;
                 }
                 ops::GemmOptions one = options;
-                one.staging_cache = &caches.at(0).staging;
-                one.device_cache = &caches.at(0).slots;
-                one.queue_cache = &caches.at(0).queues;
+                caches.at(0).use_in(one);
                 const ops::GemmReport r = ops::gemm(first, ma, mb, mc, one);
                 last = {.seconds = r.seconds,
                         .tflops = r.tflops,
@@ -287,11 +286,10 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
                       base_s * static_cast<double>(base_count) / (static_cast<double>(count) * t.median()),
                   .xt_tflops = xt[ci].seconds > 0 ? flops / xt[ci].seconds * 1e-12 : 0,
                   .xt_block = xt[ci].block,
-                  .sample_error = err,
                   .error_ok = err <= tc.tolerance};
             runs.push_back({{"type", tc.name},
                             {"devices", count},
-                            {"budget_bytes", budget},
+                            {"budget_bytes", options.budget_bytes},
                             {"schedule", tile::to_string(last.plan.schedule)},
                             {"tiles", {last.plan.tile_m, last.plan.tile_n, last.plan.tile_k}},
                             {"units", last.units},
@@ -323,10 +321,8 @@ int run_bench_devices(const DevicesFlags& f, const GlobalOptions& globals) {
     for (const Row& r : rows) {
         all_ok = all_ok && r.error_ok;
         const std::string xt_text =
-            r.xt_tflops > 0
-                ? fmt::format("{:.1f} (block {})", r.xt_tflops,
-                              r.xt_block == 0 ? std::string("default") : std::to_string(r.xt_block))
-                : std::string("—");
+            r.xt_tflops > 0 ? fmt::format("{:.1f} (block {})", r.xt_tflops, block_name(r.xt_block))
+                            : std::string("—");
         const std::string vs =
             r.xt_tflops > 0 ? fmt::format("{:.3f}", r.tflops / r.xt_tflops) : std::string("—");
         fmt::print(text, "{:<24} {:>10} {:>10.1f} {:>11.3f} {:>22} {:>12}{}\n", r.what,

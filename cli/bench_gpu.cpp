@@ -231,8 +231,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             if (block > static_cast<int>(n)) continue;
             std::vector<double> s;
             for (int r = 0; r < (block == 0 ? 1 : reps); ++r) {
-                s.push_back(cuda::cublasxt_sgemm_seconds({static_cast<int>(ordinal)}, block, n, n, n, a.floats(), n, b.floats(),
-                                                         n, c.floats(), n));
+                s.push_back(cuda::cublasxt_sgemm_seconds({static_cast<int>(ordinal)}, block, n, n, n,
+                                                         a.floats(), n, b.floats(), n, c.floats(), n));
             }
             Timing t{s};
             const std::string name = block == 0 ? "default" : std::to_string(block);

@@ -237,9 +237,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
                 o.one_call_per_chunk = true;
                 o.next_tiles = {};
                 o.tile_written = {};
-                o.staging_cache = &kept.at(d).staging;
-                o.device_cache = &kept.at(d).slots;
-                o.queue_cache = &kept.at(d).queues;
+                kept.at(d).use_in(o);
                 w.point(o);
                 report.devices[d].add(gemm(*devices[d], w.a, w.b, w.c, o));
                 units_done(1);
@@ -250,9 +248,7 @@ MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::Matr
         // up once for all of them.
         Windows w(a, b, c, sink_mutex, problem, options, cut.panels[visit.panel]);
         GemmOptions o = resident_options;
-        o.staging_cache = &kept.at(d).staging;
-        o.device_cache = &kept.at(d).slots;
-        o.queue_cache = &kept.at(d).queues;
+        kept.at(d).use_in(o);
         w.point(o);
         // Tiles written are tracked per claimed unit (with several writer threads drains
         // finish out of order, so a count of tiles would report a unit early).

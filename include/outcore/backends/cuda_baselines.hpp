@@ -18,8 +18,9 @@ namespace outcore::cuda {
 /// elements. block_dim 0 keeps cuBLASXt's default block size. Returns the seconds the
 /// call took (it returns once C is in host memory). BackendError when cuBLAS fails.
 [[nodiscard]] double cublasxt_sgemm_seconds(const std::vector<int>& ordinals, int block_dim, std::uint64_t m,
-                                            std::uint64_t n, std::uint64_t k, const float* a, std::uint64_t lda,
-                                            const float* b, std::uint64_t ldb, float* c, std::uint64_t ldc);
+                                            std::uint64_t n, std::uint64_t k, const float* a,
+                                            std::uint64_t lda, const float* b, std::uint64_t ldb, float* c,
+                                            std::uint64_t ldc);
 
 /// Median wall time of one allocate + free pair of `bytes`, in nanoseconds.
 struct NativeAllocTimes {
@@ -29,6 +30,7 @@ struct NativeAllocTimes {
 
 /// Times `iterations` pairs of each kind on GPU `ordinal` after a warm-up (the async
 /// pool's release threshold is raised so it keeps its memory, as a warm pool does).
-[[nodiscard]] NativeAllocTimes native_alloc_pair_ns(std::uint32_t ordinal, std::uint64_t bytes, int iterations);
+[[nodiscard]] NativeAllocTimes native_alloc_pair_ns(std::uint32_t ordinal, std::uint64_t bytes,
+                                                    int iterations);
 
 }  // namespace outcore::cuda

@@ -128,6 +128,12 @@ public:
         tile::StagingCache staging;
         alloc::BlockCache slots;
         tile::QueueCache queues;
+        /// Points `o`'s staging_cache, device_cache and queue_cache at these.
+        void use_in(GemmOptions& o) noexcept {
+            o.staging_cache = &staging;
+            o.device_cache = &slots;
+            o.queue_cache = &queues;
+        }
     };
     /// The caches of devices[i].
     [[nodiscard]] Caches& at(std::size_t i) { return *caches_.at(i); }

@@ -63,9 +63,9 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-double cublasxt_sgemm_seconds(const std::vector<int>& ordinals, int block_dim, std::uint64_t m, std::uint64_t n,
-                              std::uint64_t k, const float* a, std::uint64_t lda, const float* b,
-                              std::uint64_t ldb, float* c, std::uint64_t ldc) {
+double cublasxt_sgemm_seconds(const std::vector<int>& ordinals, int block_dim, std::uint64_t m,
+                              std::uint64_t n, std::uint64_t k, const float* a, std::uint64_t lda,
+                              const float* b, std::uint64_t ldb, float* c, std::uint64_t ldc) {
     const XtApi xt = xt_api();
     cublasXtHandle_t handle = nullptr;
     check_xt(xt.create(&handle), "cublasXtCreate");
@@ -75,7 +75,8 @@ double cublasxt_sgemm_seconds(const std::vector<int>& ordinals, int block_dim, s
         ~Guard() { (void)xt.destroy(h); }
     } guard{xt, handle};
     std::vector<int> devices = ordinals;
-    check_xt(xt.device_select(handle, static_cast<int>(devices.size()), devices.data()), "cublasXtDeviceSelect");
+    check_xt(xt.device_select(handle, static_cast<int>(devices.size()), devices.data()),
+             "cublasXtDeviceSelect");
     if (block_dim > 0) check_xt(xt.set_block_dim(handle, block_dim), "cublasXtSetBlockDim");
     const float alpha = 1.0F;
     const float beta = 0.0F;

@@ -597,7 +597,8 @@ TEST(GemmDevicesReuse, CachesKeptAcrossCallsGiveTheSameResult) {
         const std::vector<Device*> fewer{devices[0], devices[1]};
         Matrix c(m, n, o.type, Layout::ColMajor);
         outcore::io::HostMatrix hc = c.host();
-        EXPECT_THROW((void)outcore::ops::gemm_on_devices(reversed, ha, hb, hc, o, &caches), outcore::UsageError);
+        EXPECT_THROW((void)outcore::ops::gemm_on_devices(reversed, ha, hb, hc, o, &caches),
+                     outcore::UsageError);
         EXPECT_THROW((void)outcore::ops::gemm_on_devices(fewer, ha, hb, hc, o, &caches), outcore::UsageError);
     }
     for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
