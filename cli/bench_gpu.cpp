@@ -268,9 +268,10 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::uint32_t group = 1;
         std::uint32_t c_slots = 0;
         std::uint32_t depth = 2;
-        std::uint32_t lanes = 0;                   // 0: the device's
-        std::optional<bool> paced = std::nullopt;  // unset: as the options decide
-        bool narrow_c = false;                     // C in bf16 (the inputs' type), not f32
+        std::uint32_t lanes = 0;                                    // 0: the device's
+        std::optional<bool> paced = std::nullopt;                   // unset: as the options decide
+        std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  // unset: the planner's
+        bool narrow_c = false;                                      // C in bf16 (the inputs' type), not f32
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -312,6 +313,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         if (forced.depth != 0) x.depth = forced.depth;
         x.lanes = forced.lanes;
         x.paced = forced.paced;
+        x.panel_chunk_k = forced.panel_chunk_k;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -342,7 +344,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .queue_cache = &queues,
                            .compute_lanes = oc.lanes,
                            .split_c_tiles = f.split_c,
-                           .pace_c_downloads = oc.paced};
+                           .pace_c_downloads = oc.paced,
+                           .panel_chunk_k = oc.panel_chunk_k};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, sc, o);
@@ -361,8 +364,10 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         const std::string trace_file =
             f.trace_dir.empty()
                 ? std::string()
-                : (std::filesystem::path(f.trace_dir) / fmt::format("gemm-{}-{}x{}x{}.trace.json", ooc.size(),
-                                                                    plan.tile_m, plan.tile_n, plan.tile_k))
+                : (std::filesystem::path(f.trace_dir) /
+                   fmt::format("gemm-{}-{}x{}x{}{}.trace.json", ooc.size(), plan.tile_m, plan.tile_n,
+                               plan.tile_k,
+                               plan.a_chunk_k == 0 ? std::string() : fmt::format("-k{}", plan.a_chunk_k)))
                       .string();
         run_traced(trace_file, [&] { last = ops::execute_gemm(dev, plan, sa, sb, sc, busy_options); });
         const double busy_run_s = last.seconds;
@@ -380,6 +385,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"tiles", {plan.tile_m, plan.tile_n, plan.tile_k}},
                          {"group", plan.group},
                          {"c_slots", plan.c_slots},
+                         {"a_chunk_k", plan.a_chunk_k},
+                         {"prefetch_chunks", plan.prefetch_chunks},
                          {"model_s", plan.total_seconds},
                          {"shape_tflops", plan.shape_flops * 1e-12},
                          {"timing", t.to_json()},
@@ -402,14 +409,17 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         ooc.push_back(j);
         say(fmt::format(
             "out-of-core {}: {} ({} of in-core, {} of max(in-core, link bound {})), {} {}x{}x{} group {} "
-            "C slots {} (model {}, shape {:.0f} TFLOP/s), "
+            "C slots {}{} (model {}, shape {:.0f} TFLOP/s), "
             "moved {} (lower bound {}), peak {} of {}, hidden {}, busy up/compute/down "
             "{:.3f}/{:.3f}/{:.3f} s (in a run of {} that measured them), sample error {:.2e}",
             oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
             format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
-            plan.tile_k, plan.group, plan.c_slots, format_seconds(plan.total_seconds),
-            plan.shape_flops * 1e-12, format_size(last.bytes_moved), format_size(last.lower_bound_bytes),
-            format_size(last.peak_device_bytes), format_size(oc.budget),
+            plan.tile_k, plan.group, plan.c_slots,
+            plan.a_chunk_k == 0
+                ? std::string()
+                : fmt::format(", A panel in chunks of {} ({} ahead)", plan.a_chunk_k, plan.prefetch_chunks),
+            format_seconds(plan.total_seconds), plan.shape_flops * 1e-12, format_size(last.bytes_moved),
+            format_size(last.lower_bound_bytes), format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
             last.compute_busy_seconds, last.download_busy_seconds, format_seconds(busy_run_s), err));
         if (err > oc.tolerance)
@@ -655,9 +665,10 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_option(
            "--explore", f->explore,
            "Also run a GEMM case with forced tiles: "
-           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:paced|:whole] "
+           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:paced|:whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
-           ":d3 for three slots per streamed operand; :l1 for one compute lane; :paced or :whole to "
+           ":d3 for three slots per streamed operand; :l1 for one compute lane; :k2048 for the A panel in "
+           "chunks of 2048 columns; :paced or :whole to "
            "force C downloads paced over the next tile's GEMMs or not)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");

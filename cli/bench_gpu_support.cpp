@@ -276,8 +276,9 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     const auto bad = [&] {
         return UsageError(
             "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
-                                 "[:lLANES][:paced|:whole] (schedule square-c, a-panel or b-panel; sizes, "
-                                 "group and C slots positive integers; depth 2 or 3; lanes 1 or 2)",
+                                 "[:lLANES][:kCHUNK][:paced|:whole] (schedule square-c, a-panel or b-panel; "
+                                 "sizes, group, C slots and A panel chunk positive integers; depth 2 or 3; "
+                                 "lanes 1 or 2)",
                                  option));
     };
     const std::size_t colon = text.find(':');
@@ -313,6 +314,14 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     suffix('c', f.c_slots);
     suffix('d', f.depth);
     suffix('l', f.lanes);
+    // Then ":kCHUNK": the A panel in chunks of CHUNK columns.
+    if (end - at >= 3 && at[0] == ':' && at[1] == 'k') {
+        std::uint64_t chunk = 0;
+        const auto [next, ec] = std::from_chars(at + 2, end, chunk);
+        if (ec != std::errc{} || next == at + 2 || chunk == 0 || (next != end && *next != ':')) throw bad();
+        f.panel_chunk_k = chunk;
+        at = next;
+    }
     // Then ":paced" or ":whole": C downloads paced over the next tile's GEMMs, or not.
     for (const auto& [word, paced] : {std::pair{std::string_view(":paced"), true}, {":whole", false}}) {
         if (std::string_view(at, static_cast<std::size_t>(end - at)) == word) f.paced = paced, at = end;

@@ -341,6 +341,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             if (forced.depth != 0) x.pipeline_depth = forced.depth;
             if (forced.lanes != 0) x.compute_lanes = forced.lanes;
             if (forced.paced) x.pace_c_downloads = forced.paced;
+            x.panel_chunk_k = forced.panel_chunk_k;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);
@@ -358,12 +359,17 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             }
             explored.push_back({{"explore", e},
                                 {"c_slots", xp.c_slots},
+                                {"a_chunk_k", xp.a_chunk_k},
                                 {"paced_downloads", xr.paced_downloads},
                                 {"timing", tx.to_json()},
                                 {"of_in_core", best_s / tx.median()}});
-            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}", e,
+            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}{}", e,
                             tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots,
-                            xp.depth, xr.paced_downloads, traced.empty() ? "" : ", traced to " + traced));
+                            xp.depth, xr.paced_downloads,
+                            xp.a_chunk_k == 0 ? std::string()
+                                              : fmt::format(", A panel in chunks of {} ({} ahead)",
+                                                            xp.a_chunk_k, xp.prefetch_chunks),
+                            traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;

@@ -31,6 +31,7 @@ namespace outcore::ops {
 
 namespace {
 
+using detail::ChunkedPanel;
 using detail::OperandCut;
 using detail::PanelFeeder;
 
@@ -113,6 +114,13 @@ struct CPart {
     std::uint64_t cols = 0;
     unsigned lane = 0;
 };
+
+/// Whether plan_gemm cuts an a-panel plan's panel into chunks where the caller leaves
+/// GemmOptions::panel_chunk_k unset (tile::chunk_a_panel picks the chunk).
+constexpr bool kChunkedPanels = false;
+
+tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
+                          const GemmOptions& options);
 
 /// Compute queues the run uses: GemmOptions::compute_lanes, else the device's.
 std::uint32_t lanes_for(const Device& device, const GemmOptions& options) {
@@ -283,6 +291,22 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
             return 0.0;
         };
     }
+    const tile::GemmPlan plan = plan_tiles(problem, limits, options);
+    // The A panel in chunks (GemmOptions::panel_chunk_k).
+    const bool can_chunk = !options.split_c_tiles && !options.one_call_per_chunk && !options.next_tiles;
+    const std::uint64_t chunk_k = options.panel_chunk_k.value_or(0);
+    if (chunk_k != 0 && !can_chunk) {
+        throw UsageError(kComponent,
+                         "panel_chunk_k goes with neither split_c_tiles, one_call_per_chunk nor next_tiles");
+    }
+    if (!can_chunk || (options.panel_chunk_k ? chunk_k == 0 : !kChunkedPanels)) return plan;
+    return tile::chunk_a_panel(plan, limits, chunk_k);
+}
+
+namespace {
+
+tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
+                          const GemmOptions& options) {
     const bool fixed = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
     if ((options.group != 1 || options.c_slots != 0) && !fixed)
         throw UsageError(kComponent, "a group or C slot count needs forced tiles (tile_m, tile_n, tile_k)");
@@ -294,6 +318,8 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
     return options.schedule ? tile::plan_gemm(problem, limits, *options.schedule)
                             : tile::plan_gemm(problem, limits);
 }
+
+}  // namespace
 
 GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::MatrixSource& a,
                         const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options) {
@@ -318,15 +344,32 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool beta_nonzero = problem.beta_nonzero;
     const bool a_panel = plan.schedule == tile::GemmSchedule::APanelResident;
     const bool b_panel = plan.schedule == tile::GemmSchedule::BPanelResident;
+    const bool claimed = static_cast<bool>(options.next_tiles);
+    // GemmPlan::a_chunk_k: the A panel ring in chunks along k, one slot cut into regions.
+    const bool chunked = plan.a_chunk_k != 0;
+    if (chunked &&
+        (!a_panel || k_chunks != 1 || problem.trans_a || problem.narrow_c ||
+         problem.k % plan.a_chunk_k != 0 || problem.m % plan.tile_m != 0 ||
+         plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w || plan.a_slots < problem.k / plan.a_chunk_k ||
+         claimed || options.split_c_tiles || options.one_call_per_chunk)) {
+        throw UsageError(
+            kComponent,
+            "a plan with its A panel in chunks (a_chunk_k) needs an a-panel plan over the whole k "
+            "(chunk_a_panel), and neither split C tiles, one call per chunk nor tiles handed out");
+    }
 
     // Device slots, all from the plan: a ring of chunk slots per input operand (for a
     // resident panel, k_chunks + prefetch_chunks of them) and c_slots C tiles.
     tile::PipelineOptions po;
     po.budget_bytes = budget_for(device, options);
-    for (std::uint32_t i = 0; i < plan.a_slots; ++i) po.slots.push_back({plan.a_slot_bytes, "gemm.a"});
+    if (chunked) {
+        po.slots.push_back({std::uint64_t{plan.a_slots} * plan.a_slot_bytes, "gemm.a"});
+    } else {
+        for (std::uint32_t i = 0; i < plan.a_slots; ++i) po.slots.push_back({plan.a_slot_bytes, "gemm.a"});
+    }
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) po.slots.push_back({plan.b_slot_bytes, "gemm.b"});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) po.slots.push_back({plan.c_slot_bytes, "gemm.c"});
-    const std::uint64_t a_chunk_bytes = plan.tile_m * plan.tile_k * w;
+    const std::uint64_t a_chunk_bytes = plan.tile_m * (chunked ? plan.a_chunk_k : plan.tile_k) * w;
     const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
     // Staging: enough buffers that each stream's fills can run a ring ahead; none for
@@ -356,7 +399,6 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // Tiles handed out run by run (next_tiles): the calling thread paces itself on
     // events recorded after each tile's download (see the claimed loop below), a ring
     // of c_slots + 1 of them. Made before the pipeline so they outlive its records.
-    const bool claimed = static_cast<bool>(options.next_tiles);
     std::vector<std::unique_ptr<Event>> landed;
     if (claimed) {
         for (std::uint32_t i = 0; i <= plan.c_slots; ++i) landed.push_back(device.create_event());
@@ -380,7 +422,13 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::vector<tile::SlotId> b_ring;
     std::vector<tile::SlotId> c_ring;
     std::uint32_t next = 0;
-    for (std::uint32_t i = 0; i < plan.a_slots; ++i) a_ring.push_back(tile::SlotId{next++});
+    if (chunked) {
+        const tile::SlotId whole{next++};
+        for (std::uint32_t i = 0; i < plan.a_slots; ++i)
+            a_ring.push_back(p.region(whole, i * plan.a_slot_bytes, plan.a_slot_bytes));
+    } else {
+        for (std::uint32_t i = 0; i < plan.a_slots; ++i) a_ring.push_back(tile::SlotId{next++});
+    }
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) b_ring.push_back(tile::SlotId{next++});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) c_ring.push_back(tile::SlotId{next++});
 
@@ -399,6 +447,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
     const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
     PanelFeeder panel(p, a_panel ? a_ring : b_ring, a_panel ? a_cut : b_cut, plan, problem.k);
+    std::optional<ChunkedPanel> a_chunks;
+    if (chunked) a_chunks.emplace(p, a_ring, a_cut, plan);
     auto panel_extent = [&](std::uint64_t o) {
         const tile::TileRect r = b_panel ? grid.tile(0, o) : grid.tile(o, 0);
         return b_panel ? std::pair{r.col, r.size.cols} : std::pair{r.row, r.size.rows};
@@ -412,7 +462,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // Streamed (square-C) A only from device-readable memory: a packed piece would hold
     // a whole chunk's staging buffer, so a chunk's pieces would fill the staging ring.
     // Not for a 16-bit C: the pieces' GEMMs would round their partial sums into it.
-    if ((a_panel || (a_streamed && a_direct)) && !a_cut.k_rows && !options.one_call_per_chunk &&
+    if (!chunked && (a_panel || (a_streamed && a_direct)) && !a_cut.k_rows && !options.one_call_per_chunk &&
         !problem.narrow_c && !options.split_c_tiles && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
         piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
         const std::uint64_t on0 = panel_extent(0).second;
@@ -566,7 +616,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             const auto [o0, on] = panel_extent(outer);
             const auto [n0, nn] =
                 tw.has_next_panel ? panel_extent(outer + 1) : std::pair{std::uint64_t{0}, std::uint64_t{0}};
-            panel.start(o0, on, n0, nn);
+            if (chunked) {
+                a_chunks->start(o0, on, n0, nn);
+            } else {
+                panel.start(o0, on, n0, nn);
+            }
         }
         for (const CPart& part : beta_nonzero ? c_parts(tw) : std::vector<CPart>{}) {
             const std::uint64_t j0 = tw.j0 + part.j;
@@ -583,8 +637,104 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         }
         return tw;
     };
+    // A tile of a plan with its A panel in chunks (GemmPlan::a_chunk_k): B whole-k; the
+    // row's first tile GEMM by GEMM as the chunks arrive, its last (before a next panel)
+    // chunk by chunk as the next panel takes their regions, the tiles between one GEMM
+    // per run of the ring with a piece of the next panel going up beside it.
+    std::optional<tile::SlotId> b_ahead;  // the next row's first B, up before the next panel
+    const std::uint64_t middle_tiles = inner_count > 2 ? inner_count - 2 : 1;
+    const std::uint64_t prefetch_cols =
+        chunked ? tile::ceil_div(a_chunks->prefetch_columns(), middle_tiles) : 0;
+    auto step_chunked = [&](const TileWork& tw) {
+        const std::uint64_t k = problem.k;
+        const std::uint64_t b_bytes = k * tw.nj * w;
+        tile::SlotId bs{};
+        if (b_ahead) {
+            bs = *std::exchange(b_ahead, std::nullopt);
+        } else {
+            bs = b_ring[b_next++ % b_ring.size()];
+            b_cut.upload(p, bs, tw.j0, 0, tw.nj, k);
+        }
+        const bool first = tw.inner == 0;
+        const bool releasing = tw.has_next_panel && tw.inner + 1 == inner_count;
+        if (releasing && b_ring.size() > 1) {
+            // The next row's first B goes up ahead of the chunks this tile frees, so that
+            // row's first GEMM can start on the first of them.
+            const tile::TileRect next_rect = grid.tile(tw.t / inner_count + 1, 0);
+            b_ahead = b_ring[b_next++ % b_ring.size()];
+            b_cut.upload(p, *b_ahead, next_rect.col, 0, next_rect.size.cols, k);
+        }
+        // Column j, row k1 of the B slot: k_rows, k × nj (ld k); else nj × k (ld nj).
+        auto b_at = [&](std::uint64_t j, std::uint64_t k1) {
+            const std::uint64_t off = b_cut.k_rows ? (j * k + k1) * w : (k1 * tw.nj + j) * w;
+            return p.view(bs).sub(off, b_bytes - off);
+        };
+        GemmTileArgs args;
+        args.type = problem.type;
+        args.compute = problem.compute;
+        args.trans_b = problem.trans_b;
+        args.m = tw.mi;
+        args.n = tw.nj;
+        args.lda = tw.mi;
+        args.ldb = b_cut.ld(tw.nj, k);
+        args.ldc = tw.mi;
+        args.alpha = options.alpha;
+        args.c = c_whole(tw);
+        const auto lane = static_cast<unsigned>(tw.t % 2);
+        const std::uint64_t ck = a_chunks->chunk_k();
+        if (first || releasing) {
+            for (std::uint64_t kc = 0; kc < a_chunks->chunks(); ++kc) {
+                const tile::SlotId as = a_chunks->current(kc);
+                GemmTileArgs g = args;
+                g.k = ck;
+                g.a = p.view(as).sub(0, tw.mi * ck * w);
+                g.b = b_at(0, kc * ck);
+                g.beta = kc == 0 ? options.beta : 1.0;
+                p.compute(
+                    c_accesses(tw, kc == 0 && !beta_nonzero, {tile::reads(as), tile::reads(bs)}),
+                    [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", lane);
+                if (releasing) a_chunks->release(kc);
+            }
+            return;
+        }
+        a_chunks->prefetch(prefetch_cols);
+        const std::vector<ChunkedPanel::Run> runs = a_chunks->runs();
+        // The last tile in column parts only where its panel is one run (one GEMM a part).
+        const bool drain_now = drains_in_parts && tw.t == last_tile && runs.size() == 1;
+        const std::vector<CPart> parts =
+            drain_now ? c_parts(tw)
+                      : std::vector<CPart>{{.slot = tw.cs, .j = 0, .cols = tw.nj, .lane = lane}};
+        if (drain_now) drain_count = parts.size();
+        for (const CPart& part : parts) {
+            for (const ChunkedPanel::Run& run : runs) {
+                std::vector<tile::SlotAccess> accesses{tile::reads(bs)};
+                for (const tile::SlotId r : a_chunks->regions(run.first, run.count))
+                    accesses.push_back(tile::reads(r));
+                const bool overwrite = run.first == 0 && !beta_nonzero;
+                GemmTileArgs g = args;
+                g.k = run.count * ck;
+                const BufferView first_region = p.view(run.region);
+                g.a = BufferView(first_region.block, first_region.offset, tw.mi * g.k * w);
+                g.b = b_at(part.j, run.first * ck);
+                g.beta = run.first == 0 ? options.beta : 1.0;
+                if (drain_now) {
+                    g.n = part.cols;
+                    g.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
+                    accesses.push_back(overwrite ? tile::writes(part.slot) : tile::updates(part.slot));
+                } else {
+                    accesses = c_accesses(tw, overwrite, std::move(accesses));
+                }
+                p.compute(
+                    accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", part.lane);
+            }
+        }
+    };
     // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
     auto step = [&](const TileWork& tw, std::uint64_t kc) {
+        if (chunked) {
+            step_chunked(tw);
+            return;
+        }
         const std::uint64_t k0 = kc * plan.tile_k;
         const std::uint64_t kn = std::min(plan.tile_k, problem.k - k0);
         const std::uint64_t a_bytes = tw.mi * kn * w;

@@ -40,17 +40,17 @@ struct OperandCut {
             source->read(o0, k0, on, kn, dst, on);
         }
     }
-    /// Uploads the chunk into `slot`, packed (through a staging buffer) or, for a
-    /// direct source, straight from its memory.
+    /// Uploads the chunk into `slot` at `offset` bytes, packed (through a staging buffer)
+    /// or, for a direct source, straight from its memory.
     void upload(tile::Pipeline& p, tile::SlotId slot, std::uint64_t o0, std::uint64_t k0, std::uint64_t on,
-                std::uint64_t kn) const {
+                std::uint64_t kn, std::uint64_t offset = 0) const {
         if (direct) {
             // The chunk in stored orientation is an nr × nc column-major block.
             const std::uint64_t r0 = k_rows ? k0 : o0;
             const std::uint64_t c0 = k_rows ? o0 : k0;
             const std::uint64_t nr = k_rows ? kn : on;
             const std::uint64_t nc = k_rows ? on : kn;
-            p.upload_2d_from(slot, 0, direct->data + (r0 + c0 * direct->ld_elements) * w,
+            p.upload_2d_from(slot, offset, direct->data + (r0 + c0 * direct->ld_elements) * w,
                              Copy2D{.width_bytes = nr * w,
                                     .rows = nc,
                                     .host_pitch_bytes = direct->ld_elements * w,
@@ -58,7 +58,7 @@ struct OperandCut {
             return;
         }
         const OperandCut cut = *this;
-        p.upload(slot, 0, on * kn * w,
+        p.upload(slot, offset, on * kn * w,
                  [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
     }
 };
@@ -171,6 +171,118 @@ private:
     std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
     const std::vector<std::vector<tile::SlotId>>* pieces_ = nullptr;
     std::uint64_t piece_k_ = 0;
+};
+
+/// A resident A panel in chunks along k (GemmPlan::a_chunk_k): S = a_slots regions of
+/// one device slot, back to back, chunk c of panel r in region (r·K + c) mod S, so a
+/// panel is one contiguous matrix (ld tile_m) or two where it wraps round the ring.
+/// The next panel's first P = S − K chunks go into the regions the current one leaves
+/// free, in column pieces beside the row's middle tiles (prefetch); its others follow
+/// the row's last tile chunk by chunk (release). Not for a transposed A (its chunks
+/// would not join into one matrix).
+class ChunkedPanel {
+public:
+    /// A run of the current panel's chunks [first, first + count) in consecutive regions.
+    struct Run {
+        std::uint64_t first = 0, count = 0;
+        tile::SlotId region{};  // the region of chunk `first`
+    };
+
+    ChunkedPanel(tile::Pipeline& p, std::vector<tile::SlotId> ring, const OperandCut& cut,
+                 const tile::GemmPlan& plan)
+        : p_(p),
+          ring_(std::move(ring)),
+          cut_(cut),
+          chunk_k_(plan.a_chunk_k),
+          chunks_(plan.problem.k / plan.a_chunk_k),
+          prefetch_(ring_.size() - chunks_),
+          done_(chunks_, 0),
+          next_done_(chunks_, 0) {}
+
+    [[nodiscard]] std::uint64_t chunks() const noexcept { return chunks_; }
+    [[nodiscard]] std::uint64_t chunk_k() const noexcept { return chunk_k_; }
+    /// Columns of the next panel that go up beside the middle tiles.
+    [[nodiscard]] std::uint64_t prefetch_columns() const noexcept { return prefetch_ * chunk_k_; }
+
+    /// Begins the next panel (or the first): its rows, and the next one's (next_on 0:
+    /// none).
+    void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
+        if (started_) ++panel_;
+        started_ = true;
+        o0_ = o0;
+        on_ = on;
+        next_o0_ = next_o0;
+        next_on_ = next_on;
+        done_.swap(next_done_);
+        std::fill(next_done_.begin(), next_done_.end(), 0);
+    }
+    /// The region of the current panel's chunk c, it and every earlier chunk up first.
+    tile::SlotId current(std::uint64_t c) {
+        for (std::uint64_t i = 0; i <= c; ++i) fill(panel_, i, chunk_k_, done_, o0_, on_);
+        return slot(panel_, c);
+    }
+    /// Up to `columns` more columns of the next panel's spare-region chunks.
+    void prefetch(std::uint64_t columns) {
+        if (next_on_ == 0) return;
+        for (std::uint64_t i = 0; i < prefetch_ && columns > 0; ++i) {
+            const std::uint64_t before = next_done_[i];
+            fill(panel_ + 1, i, std::min(chunk_k_, before + columns), next_done_, next_o0_, next_on_);
+            columns -= next_done_[i] - before;
+        }
+    }
+    /// The current panel's chunk c has had its last use (its GEMM is issued): the next
+    /// panel's chunks whose regions it and the earlier ones held go up (chunk i's region
+    /// held chunk i − P of this panel), with the spare ones not up yet.
+    void release(std::uint64_t c) {
+        if (next_on_ == 0) return;
+        for (std::uint64_t i = 0; i < chunks_ && i <= c + prefetch_; ++i)
+            fill(panel_ + 1, i, chunk_k_, next_done_, next_o0_, next_on_);
+    }
+    /// The current panel in runs of consecutive regions.
+    [[nodiscard]] std::vector<Run> runs() const {
+        std::vector<Run> out;
+        for (std::uint64_t c = 0; c < chunks_; ++c) {
+            const std::uint64_t r = index(panel_, c);
+            if (out.empty() || r != index(panel_, out.back().first) + out.back().count) {
+                out.push_back({c, 1, ring_[r]});
+            } else {
+                ++out.back().count;
+            }
+        }
+        return out;
+    }
+    /// The regions of chunks [first, first + count) of the current panel.
+    [[nodiscard]] std::vector<tile::SlotId> regions(std::uint64_t first, std::uint64_t count) const {
+        std::vector<tile::SlotId> out;
+        for (std::uint64_t c = first; c < first + count; ++c) out.push_back(slot(panel_, c));
+        return out;
+    }
+
+private:
+    [[nodiscard]] std::uint64_t index(std::uint64_t panel, std::uint64_t c) const {
+        return (panel * chunks_ + c) % ring_.size();
+    }
+    [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t c) const {
+        return ring_[index(panel, c)];
+    }
+    // Columns [done[c], upto) of chunk c of `panel` go up, at their place in its region.
+    void fill(std::uint64_t panel, std::uint64_t c, std::uint64_t upto, std::vector<std::uint64_t>& done,
+              std::uint64_t o0, std::uint64_t on) {
+        if (done[c] >= upto) return;
+        const std::uint64_t x = done[c];
+        cut_.upload(p_, slot(panel, c), o0, c * chunk_k_ + x, on, upto - x, x * on * cut_.w);
+        done[c] = upto;
+    }
+
+    tile::Pipeline& p_;
+    std::vector<tile::SlotId> ring_;
+    OperandCut cut_;
+    std::uint64_t chunk_k_, chunks_, prefetch_;
+    std::uint64_t panel_ = 0;
+    bool started_ = false;
+    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
+    std::vector<std::uint64_t> done_;       // columns of each current chunk up
+    std::vector<std::uint64_t> next_done_;  // columns of each next chunk up
 };
 
 }  // namespace outcore::ops::detail

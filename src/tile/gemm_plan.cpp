@@ -707,6 +707,73 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
     return plan;
 }
 
+GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint64_t chunk_k) {
+    const GemmProblem& p = plan.problem;
+    const std::uint64_t w = gemm_input_bytes(p.type);
+    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
+                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m &&
+                            p.m % plan.tile_m == 0 && !p.narrow_c && !p.trans_a;
+    if (!fits_shape) {
+        if (chunk_k == 0) return plan;
+        throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k with two or more "
+                                             "panels of equal rows, an f32 C and A not transposed has its "
+                                             "panel in chunks",
+                                             describe(p)));
+    }
+    // What the plan holds besides its A panel ring.
+    const std::uint64_t others = plan.device_bytes - std::uint64_t{plan.a_slots} * plan.a_slot_bytes;
+    const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
+    struct Cut {
+        std::uint64_t chunk_k = 0, chunks = 0, prefetch = 0, bytes = 0;
+    };
+    // A chunk of ck columns: its slots and prefetch, or nothing where it does not fit.
+    auto cut = [&](std::uint64_t ck) -> std::optional<Cut> {
+        if (ck == 0 || ck >= p.k || p.k % ck != 0) return std::nullopt;
+        const std::uint64_t bytes = plan.tile_m * ck * w;
+        if (bytes % align != 0 || others > limits.budget_bytes) return std::nullopt;
+        const std::uint64_t chunks = p.k / ck;
+        const std::uint64_t slots = std::min((limits.budget_bytes - others) / bytes, 2 * chunks);
+        if (slots < chunks || slots * bytes > limits.max_buffer_bytes) return std::nullopt;
+        return Cut{ck, chunks, slots - chunks, bytes};
+    };
+    std::optional<Cut> best;
+    if (chunk_k != 0) {
+        best = cut(chunk_k);
+        if (!best) {
+            throw UsageError("tile",
+                             fmt::format("{}: A chunks of {} columns do not divide k, are not aligned "
+                                         "or do not fit the budget with a whole panel",
+                                         describe(p), chunk_k));
+        }
+    } else {
+        for (std::uint64_t ck = p.k / 2; ck >= kMinPanelChunkK && p.k % ck == 0; ck /= 2) {
+            const std::optional<Cut> c = cut(ck);
+            if (c && c->prefetch > 0 && (!best || c->prefetch * c->chunk_k > best->prefetch * best->chunk_k))
+                best = c;
+            if (ck % 2 != 0) break;
+        }
+        if (!best) return plan;
+    }
+    GemmPlan out = plan;
+    out.a_chunk_k = best->chunk_k;
+    out.a_slot_bytes = best->bytes;
+    out.a_slots = static_cast<std::uint32_t>(best->chunks + best->prefetch);
+    out.prefetch_chunks = static_cast<std::uint32_t>(best->prefetch);
+    out.device_bytes = others + std::uint64_t{out.a_slots} * out.a_slot_bytes;
+    // A row's first tile runs a GEMM per chunk, and so does its last where a next panel
+    // takes its chunks' regions; the others one per run of the ring (two where the
+    // panel wraps round it).
+    const std::uint64_t rows = p.m / plan.tile_m;
+    const std::uint64_t cols = ceil_div(p.n, plan.tile_n);
+    out.kernel_calls = 0;
+    for (std::uint64_t r = 0; r < rows; ++r) {
+        const std::uint64_t per_chunk = cols > 1 && r + 1 < rows ? 2 : 1;
+        const std::uint64_t runs = (r * best->chunks) % out.a_slots + best->chunks <= out.a_slots ? 1 : 2;
+        out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk) * runs;
+    }
+    return out;
+}
+
 std::uint64_t gemm_minimum_budget(const GemmProblem& problem, const PlanLimits& limits) {
     PlanLimits unlimited = limits;
     unlimited.budget_bytes = 0;  // nothing fits: the search only records footprints

@@ -110,6 +110,13 @@ struct GemmOptions {
     /// one direction (the given or measured rates). Only where C is device-readable, the
     /// tiles are not handed out run by run, and a tile has at least three k chunks.
     std::optional<bool> pace_c_downloads = std::nullopt;
+    /// The A panel of an a-panel plan over the whole k in chunks along k
+    /// (tile::chunk_a_panel, GemmPlan::a_chunk_k), so the next panel's first chunks go up
+    /// during the current row in the budget a whole second panel would not fit: unset,
+    /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels); 0, never; else
+    /// chunks of this many columns (UsageError where the plan cannot have them). Never
+    /// with split_c_tiles, one_call_per_chunk or next_tiles.
+    std::optional<std::uint64_t> panel_chunk_k = std::nullopt;
     /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
     /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits
     /// one GEMM into several calls, which may sum in another order; with this set C is

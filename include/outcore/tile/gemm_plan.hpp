@@ -100,6 +100,14 @@ struct GemmPlan {
     /// plan_gemm_fixed sets it: on the H200 the grouped tf32 plans the search had
     /// preferred ran slower than ungrouped ones (docs/tiling.md, "Groups").
     std::uint32_t group = 1;
+    /// APanelResident with tile_k = k only, 0 otherwise: the A panel ring is cut along k
+    /// into chunks of a_chunk_k columns (a_slots of them, a_slot_bytes each, laid back to
+    /// back in one device slot) while B still goes up whole-k per tile (chunk_a_panel).
+    /// A row's first tile computes chunk by chunk as they arrive, its last chunk by chunk
+    /// as the next panel takes their slots, the tiles between with one GEMM over the
+    /// panel (two where it wraps round the ring); prefetch_chunks of the next panel go
+    /// up in pieces beside those middle tiles.
+    std::uint64_t a_chunk_k = 0;
     std::uint64_t a_slot_bytes = 0;       ///< one A chunk, tile_m × tile_k (also for a panel ring)
     std::uint64_t b_slot_bytes = 0;       ///< one B chunk, tile_k × tile_n
     std::uint64_t c_slot_bytes = 0;       ///< one C tile (f32 for bf16)
@@ -169,6 +177,19 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
                                        GemmSchedule schedule, std::uint64_t tile_m, std::uint64_t tile_n,
                                        std::uint64_t tile_k, std::uint32_t group = 1,
                                        std::uint32_t c_slots = 0);
+
+/// The plan with its A panel ring cut along k (GemmPlan::a_chunk_k): an APanelResident
+/// plan with tile_k = k, at least two panels of tile_m rows each (m a multiple of tile_m),
+/// an f32 C (not narrow) and A not transposed. chunk_k 0 picks the chunk — a divisor of k
+/// of at least kMinPanelChunkK whose chunks fill the most of the budget the plan leaves
+/// with the next panel, ties to the larger — and returns the plan unchanged where none
+/// prefetches anything; a given chunk_k must divide k and fit (UsageError otherwise).
+/// Bytes moved are the plan's; the time estimates are left as they were.
+[[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
+                                     std::uint64_t chunk_k = 0);
+/// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
+/// run one GEMM per chunk).
+inline constexpr std::uint64_t kMinPanelChunkK = 2048;
 
 /// The smallest budget plan_gemm accepts for this problem and these limits (the
 /// budget in `limits` is ignored). Throws as plan_gemm does for bad input.

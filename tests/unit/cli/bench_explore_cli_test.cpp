@@ -53,7 +53,12 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "square-c:1x2x3:paced:l1",
                                    "square-c:1x2x3:pace",
                                    "square-c:1x2x3:whole:paced",
-                                   "square-c:1x2x3:pacedx"}) {
+                                   "square-c:1x2x3:pacedx",
+                                   "a-panel:1x2x3:k0",
+                                   "a-panel:1x2x3:k",
+                                   "a-panel:1x2x3:k16:l1",
+                                   "a-panel:1x2x3:k16:k16",
+                                   "a-panel:1x2x3:k16x"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -96,7 +101,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
                                  "--explore",
                                  "square-c:64x64x32:c17",
                                  "--explore",
-                                 "a-panel:64x64x32:g2"});
+                                 "a-panel:64x64x32:g2",
+                                 "--explore",
+                                 "a-panel:64x32x256:c2:k64"});
     if (r.err.find("built without the Vulkan backend") != std::string::npos ||
         r.err.find("no Vulkan") != std::string::npos) {
         GTEST_SKIP() << r.err;
@@ -118,6 +125,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
               std::string::npos)
         << r.out;
     EXPECT_NE(r.out.find("17 C slots asked, but there are 16 C tiles"), std::string::npos) << r.out;
+    // ":k64": the A panel in chunks of 64 columns, with what the budget left ahead.
+    EXPECT_NE(r.out.find("explore a-panel:64x32x256:c2:k64: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("paced downloads 0, A panel in chunks of 64 ("), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("a group of 2 tiles needs a single panel"), std::string::npos) << r.out;
 }
 

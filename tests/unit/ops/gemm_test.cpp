@@ -78,6 +78,7 @@ struct Case {
     double flops = 0, link_bytes_per_second = 0;
     std::uint32_t group = 1;    ///< with fixed tiles of a single panel
     std::uint32_t c_slots = 0;  ///< with fixed tiles: C slots (0: the planner's)
+    std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  ///< GemmOptions::panel_chunk_k
 };
 
 std::string describe(const Case& c) {
@@ -118,6 +119,7 @@ GemmOptions options_for(const Case& cs) {
     o.tile_k = cs.tile_k;
     o.group = cs.group;
     o.c_slots = cs.c_slots;
+    o.panel_chunk_k = cs.panel_chunk_k;
     // Plans from bytes alone: the same seed gives the same plans (measured rates are
     // covered by their own test).
     o.measure_rates = false;
@@ -529,6 +531,95 @@ TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
     }
     // A slot count is for forced tiles only.
     expect_refused_when_planned(*device, rng, [](GemmOptions& o) { o.c_slots = 3; });
+}
+
+// An A panel in chunks along k (GemmPlan::a_chunk_k): every chunking of every panel
+// count, with budgets that leave the ring no spare region, some (the panel then wraps
+// round it: two GEMMs for a middle tile) or a whole next panel, B either way round and
+// β ≠ 0 — the reference result, the planned bytes and GEMM calls, the budget held.
+TEST(Gemm, APanelInChunksGivesTheSameAnswerWhateverItPrefetches) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    bool wrapped = false;
+    bool none_ahead = false;
+    bool whole_ahead = false;
+    for (int variant = 0; variant < 24; ++variant) {
+        const std::uint64_t tile_m = variant % 2 == 0 ? 32 : 48;
+        const std::uint64_t rows = 2 + static_cast<std::uint64_t>(variant) % 3;
+        const std::uint64_t ck = variant % 4 < 2 ? 16 : 24;
+        const std::uint64_t chunks = 2 + rng() % 4;
+        const DType type = variant % 6 == 5 ? DType::BF16 : (variant % 6 == 4 ? DType::F64 : DType::F32);
+        Case cs{.m = tile_m * rows,
+                .n = 60 + rng() % 100,
+                .k = ck * chunks,
+                .type = type,
+                .trans_b = rng() % 2 == 0,
+                .beta = variant % 5 == 0 ? 0.5 : 0.0,
+                .schedule = GemmSchedule::APanelResident,
+                .tile_m = tile_m,
+                .tile_n = 40,
+                .tile_k = ck * chunks,
+                .panel_chunk_k = ck};
+        // The plan's footprint without its panel, then room for 0 .. chunks spare regions.
+        const std::uint64_t w = outcore::dtype_bytes(type);
+        const std::uint64_t wc = outcore::dtype_bytes(outcore::gemm_c_dtype(type));
+        const std::uint64_t panel = tile_m * cs.k * w;
+        const std::uint64_t others = 2 * cs.k * 40 * w + 3 * tile_m * 40 * wc;
+        const std::uint64_t spare = rng() % (chunks + 1);
+        cs.budget_bytes = others + panel + spare * tile_m * ck * w;
+        const GemmReport r = run_case(*device, cs, rng);
+        ASSERT_EQ(r.plan.a_chunk_k, ck);
+        EXPECT_EQ(r.plan.a_slots, chunks + r.plan.prefetch_chunks);
+        EXPECT_LE(r.plan.prefetch_chunks, chunks);
+        none_ahead = none_ahead || r.plan.prefetch_chunks == 0;
+        whole_ahead = whole_ahead || r.plan.prefetch_chunks == chunks;
+        for (std::uint64_t row = 1; row < rows; ++row)
+            wrapped = wrapped || (row * chunks) % r.plan.a_slots + chunks > r.plan.a_slots;
+    }
+    EXPECT_TRUE(wrapped && none_ahead && whole_ahead) << "every kind of ring was run";
+}
+
+// Where a plan cannot have its panel in chunks, asking for them is refused before
+// anything runs; unasked (0), a plan keeps its whole panel.
+TEST(Gemm, APanelInChunksIsRefusedWhereThePlanCannotHaveIt) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    auto run = [&](Case cs) { (void)run_case(*device, cs, rng); };
+    const Case base{.m = 96,
+                    .n = 80,
+                    .k = 64,
+                    .schedule = GemmSchedule::APanelResident,
+                    .budget_bytes = 64 * outcore::kMiB,
+                    .tile_m = 32,
+                    .tile_n = 40,
+                    .tile_k = 64,
+                    .panel_chunk_k = 16};
+    Case c = base;
+    c.trans_a = true;  // its chunks would not join into one matrix
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.panel_chunk_k = 24;  // does not divide k
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.tile_k = 32;  // the plan already streams k in chunks
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.schedule = GemmSchedule::BPanelResident;
+    c.tile_m = 40;
+    c.tile_n = 32;
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.m = 100;  // panels of unequal rows
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.split = true;
+    c.lanes = 2;
+    EXPECT_THROW(run(c), outcore::UsageError);
+    c = base;
+    c.panel_chunk_k = 0;
+    EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 0U);
+    c.panel_chunk_k = 16;
+    EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 16U);
 }
 
 // A single resident panel (all of A, or all of B) with its first tiles grouped k

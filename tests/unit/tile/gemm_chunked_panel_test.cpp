@@ -1,0 +1,112 @@
+// Tests of tile::chunk_a_panel (GemmPlan::a_chunk_k): which plans may have their A panel
+// in chunks along k, which chunk it picks, and that the chunked plan holds its budget
+// and moves the bytes the whole-panel plan moved. The executor's side is in
+// tests/unit/ops/gemm_test.cpp (Gemm.APanelInChunks*).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <optional>
+
+#include "outcore/core/error.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/tile/gemm_plan.hpp"
+
+namespace {
+
+using outcore::kGiB;
+using outcore::kMiB;
+using outcore::tile::chunk_a_panel;
+using outcore::tile::GemmPlan;
+using outcore::tile::GemmProblem;
+using outcore::tile::GemmSchedule;
+using outcore::tile::plan_gemm_fixed;
+using outcore::tile::PlanLimits;
+
+// The H200 tf32 case: A-panel rows of 16384, B whole-k per 512-column tile.
+GemmProblem tf32_case() {
+    return {.m = 32768,
+            .n = 32768,
+            .k = 32768,
+            .type = outcore::DType::F32,
+            .compute = outcore::GemmCompute::FastTF32};
+}
+
+TEST(GemmChunkedPanel, PicksTheChunkThatPrefetchesMostWithinTheBudget) {
+    const GemmProblem p = tf32_case();
+    for (const std::uint64_t budget : {3 * kGiB, 3 * kGiB - 200 * kMiB, 6 * kGiB}) {
+        const PlanLimits lim{.budget_bytes = budget, .min_offset_alignment = 256};
+        const GemmPlan whole = plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768);
+        const GemmPlan chunked = chunk_a_panel(whole, lim);
+        SCOPED_TRACE(budget);
+        ASSERT_NE(chunked.a_chunk_k, 0U);
+        const std::uint64_t chunks = p.k / chunked.a_chunk_k;
+        EXPECT_EQ(chunked.a_slot_bytes, 16384 * chunked.a_chunk_k * 4);
+        EXPECT_EQ(chunked.a_slots, chunks + chunked.prefetch_chunks);
+        EXPECT_GT(chunked.prefetch_chunks, 0U);
+        EXPECT_LE(chunked.prefetch_chunks, chunks);
+        EXPECT_LE(chunked.device_bytes, budget);
+        // Only the panel's ring changed: B, C and the bytes moved are the whole plan's.
+        EXPECT_EQ(chunked.device_bytes - std::uint64_t{chunked.a_slots} * chunked.a_slot_bytes,
+                  whole.device_bytes - std::uint64_t{whole.a_slots} * whole.a_slot_bytes);
+        EXPECT_EQ(chunked.b_slot_bytes, whole.b_slot_bytes);
+        EXPECT_EQ(chunked.c_slots, whole.c_slots);
+        EXPECT_EQ(chunked.bytes_moved, whole.bytes_moved);
+        EXPECT_EQ(chunked.tile_k, p.k);
+        // No other chunk of at least kMinPanelChunkK columns prefetches more columns.
+        const std::uint64_t others =
+            chunked.device_bytes - std::uint64_t{chunked.a_slots} * chunked.a_slot_bytes;
+        for (std::uint64_t ck = p.k / 2; ck >= outcore::tile::kMinPanelChunkK; ck /= 2) {
+            const std::uint64_t bytes = 16384 * ck * 4;
+            const std::uint64_t ahead = std::min((budget - others) / bytes - p.k / ck, p.k / ck);
+            EXPECT_LE(ahead * ck, chunked.prefetch_chunks * chunked.a_chunk_k) << ck;
+            EXPECT_EQ(chunk_a_panel(whole, lim, ck).prefetch_chunks, ahead) << ck;
+        }
+    }
+}
+
+TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
+    const PlanLimits lim{.budget_bytes = 3 * kGiB, .min_offset_alignment = 256};
+    auto expect_left_whole = [&](const GemmPlan& plan, const PlanLimits& limits, const char* why) {
+        const GemmPlan out = chunk_a_panel(plan, limits);
+        EXPECT_EQ(out.a_chunk_k, 0U) << why;
+        EXPECT_EQ(out.device_bytes, plan.device_bytes) << why;
+        EXPECT_THROW((void)chunk_a_panel(plan, limits, 4096), outcore::UsageError) << why;
+    };
+    GemmProblem p = tf32_case();
+    p.trans_a = true;
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
+                      "transposed A");
+    p = {.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
+                      "a bf16 C");
+    p = tf32_case();
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 4096), lim,
+                      "k already in chunks");
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::BPanelResident, 512, 16384, 32768), lim,
+                      "a B panel");
+    p.m = 16384;
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
+                      "a single panel");
+    p.m = 30000;
+    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 15008, 512, 32768), lim,
+                      "panels of unequal rows");
+    // A ring over the largest binding is no candidate.
+    p = tf32_case();
+    PlanLimits narrow = lim;
+    narrow.max_buffer_bytes = 2 * kGiB + 64 * kMiB;
+    const GemmPlan whole = plan_gemm_fixed(p, narrow, GemmSchedule::APanelResident, 16384, 512, 32768);
+    const GemmPlan out = chunk_a_panel(whole, narrow);
+    EXPECT_LE(std::uint64_t{out.a_slots} * out.a_slot_bytes, narrow.max_buffer_bytes);
+    // No spare byte: nothing to prefetch, left whole; a chunk asked for still fits.
+    PlanLimits tight = lim;
+    tight.budget_bytes = whole.device_bytes;
+    const GemmPlan snug = plan_gemm_fixed(p, tight, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 2);
+    tight.budget_bytes = snug.device_bytes;
+    EXPECT_EQ(chunk_a_panel(snug, tight).a_chunk_k, 0U);
+    const GemmPlan asked = chunk_a_panel(snug, tight, 8192);
+    EXPECT_EQ(asked.prefetch_chunks, 0U);
+    EXPECT_EQ(asked.device_bytes, snug.device_bytes);
+    EXPECT_THROW((void)chunk_a_panel(snug, tight, 3000), outcore::UsageError) << "does not divide k";
+}
+
+}  // namespace
