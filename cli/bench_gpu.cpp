@@ -668,7 +668,7 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
            "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:paced|:whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
            ":d3 for three slots per streamed operand; :l1 for one compute lane; :k2048 for the A panel in "
-           "chunks of 2048 columns; :paced or :whole to "
+           "chunks of 2048 columns, :k0 whole; :paced or :whole to "
            "force C downloads paced over the next tile's GEMMs or not)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");

@@ -113,7 +113,8 @@ struct ForcedTiles {
     std::uint32_t c_slots = 0;  ///< 0: as the planner would choose
     std::uint32_t depth = 0;    ///< slots per streamed operand (GemmOptions::pipeline_depth); 0: 2
     std::uint32_t lanes = 0;    ///< compute lanes, 1 or 2 (GemmOptions::compute_lanes); 0: the device's
-    /// ":kCHUNK": the A panel in chunks of CHUNK columns (GemmOptions::panel_chunk_k); unset: the planner's.
+    /// ":kCHUNK": the A panel in chunks of CHUNK columns, 0 whole (GemmOptions::panel_chunk_k); unset: the
+    /// planner's.
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;
     std::optional<bool> paced = std::nullopt;  ///< ":paced" / ":whole": GemmOptions::pace_c_downloads forced
 };

@@ -277,8 +277,8 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
         return UsageError(
             "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
                                  "[:lLANES][:kCHUNK][:paced|:whole] (schedule square-c, a-panel or b-panel; "
-                                 "sizes, group, C slots and A panel chunk positive integers; depth 2 or 3; "
-                                 "lanes 1 or 2)",
+                                 "sizes, group and C slots positive integers; A panel chunk 0 for a whole "
+                                 "panel or its columns; depth 2 or 3; lanes 1 or 2)",
                                  option));
     };
     const std::size_t colon = text.find(':');
@@ -314,11 +314,11 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     suffix('c', f.c_slots);
     suffix('d', f.depth);
     suffix('l', f.lanes);
-    // Then ":kCHUNK": the A panel in chunks of CHUNK columns.
+    // Then ":kCHUNK": the A panel in chunks of CHUNK columns (0: whole).
     if (end - at >= 3 && at[0] == ':' && at[1] == 'k') {
         std::uint64_t chunk = 0;
         const auto [next, ec] = std::from_chars(at + 2, end, chunk);
-        if (ec != std::errc{} || next == at + 2 || chunk == 0 || (next != end && *next != ':')) throw bad();
+        if (ec != std::errc{} || next == at + 2 || (next != end && *next != ':')) throw bad();
         f.panel_chunk_k = chunk;
         at = next;
     }

@@ -113,7 +113,8 @@ struct GemmOptions {
     /// The A panel of an a-panel plan over the whole k in chunks along k
     /// (tile::chunk_a_panel, GemmPlan::a_chunk_k), so the next panel's first chunks go up
     /// during the current row in the budget a whole second panel would not fit: unset,
-    /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels); 0, never; else
+    /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels: chunked wherever
+    /// tile::chunk_a_panel finds a chunk that prefetches anything); 0, never; else
     /// chunks of this many columns (UsageError where the plan cannot have them). Never
     /// with split_c_tiles, one_call_per_chunk or next_tiles.
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;

@@ -54,7 +54,7 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "square-c:1x2x3:pace",
                                    "square-c:1x2x3:whole:paced",
                                    "square-c:1x2x3:pacedx",
-                                   "a-panel:1x2x3:k0",
+                                   "a-panel:1x2x3:k-1",
                                    "a-panel:1x2x3:k",
                                    "a-panel:1x2x3:k16:l1",
                                    "a-panel:1x2x3:k16:k16",

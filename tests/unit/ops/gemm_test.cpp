@@ -620,6 +620,14 @@ TEST(Gemm, APanelInChunksIsRefusedWhereThePlanCannotHaveIt) {
     EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 0U);
     c.panel_chunk_k = 16;
     EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 16U);
+    // Unset, the planner's default: chunks of at least kMinPanelChunkK columns where one
+    // prefetches anything (k = 64 has none; k = 4096 halves).
+    c.panel_chunk_k = std::nullopt;
+    EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 0U);
+    c.k = c.tile_k = 2 * outcore::tile::kMinPanelChunkK;
+    const GemmReport r = run_case(*device, c, rng);
+    EXPECT_EQ(r.plan.a_chunk_k, outcore::tile::kMinPanelChunkK);
+    EXPECT_EQ(r.plan.prefetch_chunks, 2U);
 }
 
 // A single resident panel (all of A, or all of B) with its first tiles grouped k
