@@ -639,6 +639,20 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         }
         return tw;
     };
+    // What every GEMM of a tile shares: its type, transposes, C's shape and α.
+    auto tile_args = [&](const TileWork& tw) {
+        GemmTileArgs args;
+        args.type = problem.type;
+        args.compute = problem.compute;
+        args.trans_a = problem.trans_a;
+        args.trans_b = problem.trans_b;
+        args.m = tw.mi;
+        args.n = tw.nj;
+        args.ldc = tw.mi;
+        args.alpha = options.alpha;
+        args.narrow_c = problem.narrow_c;
+        return args;
+    };
     // A tile of a plan with its A panel in chunks (GemmPlan::a_chunk_k): B whole-k; the
     // row's first tile GEMM by GEMM as the chunks arrive, its last (before a next panel)
     // chunk by chunk as the next panel takes their regions, the tiles between one GEMM
@@ -671,16 +685,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             const std::uint64_t off = b_cut.k_rows ? (j * k + k1) * w : (k1 * tw.nj + j) * w;
             return p.view(bs).sub(off, b_bytes - off);
         };
-        GemmTileArgs args;
-        args.type = problem.type;
-        args.compute = problem.compute;
-        args.trans_b = problem.trans_b;
-        args.m = tw.mi;
-        args.n = tw.nj;
+        GemmTileArgs args = tile_args(tw);
         args.lda = tw.mi;
         args.ldb = b_cut.ld(tw.nj, k);
-        args.ldc = tw.mi;
-        args.alpha = options.alpha;
         args.c = c_whole(tw);
         const auto lane = static_cast<unsigned>(tw.t % 2);
         const std::uint64_t ck = a_chunks->chunk_k();
@@ -768,22 +775,13 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // otherwise hold up the chunks the next steps need.
         if (tw.has_next_panel && tw.inner > 0) panel.prefetch(tw.inner + 1 == inner_count, kc);
         if (tw.has_next_panel && tw.inner == 0 && inner_count == 1) panel.prefetch(true, kc);
-        GemmTileArgs args;
-        args.type = problem.type;
-        args.compute = problem.compute;
-        args.trans_a = problem.trans_a;
-        args.trans_b = problem.trans_b;
-        args.m = tw.mi;
-        args.n = tw.nj;
+        GemmTileArgs args = tile_args(tw);
         args.k = kn;
         args.a = a_view(as).sub(0, a_bytes);
         args.lda = a_cut.ld(tw.mi, kn);
         args.b = p.view(bs).sub(0, b_bytes);
         args.ldb = b_cut.ld(tw.nj, kn);
         // args.c: set per C part below (a split slot is reachable only through its parts).
-        args.ldc = tw.mi;
-        args.alpha = options.alpha;
-        args.narrow_c = problem.narrow_c;
         // β scales C once, on the first chunk; later chunks accumulate.
         args.beta = kc == 0 ? options.beta : 1.0;
         const bool overwrite = kc == 0 && !beta_nonzero;

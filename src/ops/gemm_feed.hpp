@@ -63,6 +63,24 @@ struct OperandCut {
     }
 };
 
+/// Which panel a feeder is on: its index, its outer range and the next one's.
+struct PanelCursor {
+    std::uint64_t panel = 0;
+    bool started = false;
+    std::uint64_t o0 = 0, on = 0, next_o0 = 0, next_on = 0;  // next_on 0: no next panel
+
+    /// Moves to the next panel (or the first).
+    void advance(std::uint64_t first, std::uint64_t count, std::uint64_t next_first,
+                 std::uint64_t next_count) {
+        if (started) ++panel;
+        started = true;
+        o0 = first;
+        on = count;
+        next_o0 = next_first;
+        next_on = next_count;
+    }
+};
+
 /// A slot not cut into pieces.
 inline const std::vector<tile::SlotId> kNoPieces{};
 
@@ -103,12 +121,7 @@ public:
     /// Begins panel `panel_` + 1 (or the first): its outer range, and the next one's
     /// (next_count 0 when there is none).
     void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
-        if (started_) ++panel_;
-        started_ = true;
-        o0_ = o0;
-        on_ = on;
-        next_o0_ = next_o0;
-        next_on_ = next_on;
+        at_.advance(o0, on, next_o0, next_on);
         declared_ = declared_next_;
         declared_next_ = 0;
     }
@@ -117,10 +130,10 @@ public:
     /// earlier chunk not yet up) first.
     tile::SlotId current(std::uint64_t kc) {
         while (declared_ <= kc) {
-            upload(panel_, declared_, o0_, on_);
+            upload(at_.panel, declared_, at_.o0, at_.on);
             ++declared_;
         }
-        return slot(panel_, kc);
+        return slot(at_.panel, kc);
     }
 
     /// Uploads every chunk in `pieces` k-pieces of `piece_k` (the regions made for each
@@ -134,16 +147,16 @@ public:
     /// streamed upload): one spare-slot chunk of the next panel per step, and on
     /// the last tile every chunk whose slot step kc−1 released.
     void prefetch(bool last_tile, std::uint64_t kc) {
-        if (next_on_ == 0) return;
+        if (at_.next_on == 0) return;
         if (last_tile) {
             // Chunk c's slot was last used by chunk c − P of this panel: free once
             // step c − P has been issued, i.e. c − P ≤ kc − 1.
             while (declared_next_ < k_chunks_ && declared_next_ + 1 <= kc + prefetch_) {
-                upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+                upload(at_.panel + 1, declared_next_, at_.next_o0, at_.next_on);
                 ++declared_next_;
             }
         } else if (declared_next_ < prefetch_) {
-            upload(panel_ + 1, declared_next_, next_o0_, next_on_);
+            upload(at_.panel + 1, declared_next_, at_.next_o0, at_.next_on);
             ++declared_next_;
         }
     }
@@ -164,9 +177,7 @@ private:
     const std::vector<tile::SlotId>& ring_;
     OperandCut cut_;
     std::uint64_t tile_k_, k_, k_chunks_, prefetch_;
-    std::uint64_t panel_ = 0;
-    bool started_ = false;
-    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
+    PanelCursor at_;
     std::uint64_t declared_ = 0;       // chunks of the current panel uploaded
     std::uint64_t declared_next_ = 0;  // chunks of the next panel uploaded
     const std::vector<std::vector<tile::SlotId>>* pieces_ = nullptr;
@@ -207,26 +218,22 @@ public:
     /// Begins the next panel (or the first): its rows, and the next one's (next_on 0:
     /// none).
     void start(std::uint64_t o0, std::uint64_t on, std::uint64_t next_o0, std::uint64_t next_on) {
-        if (started_) ++panel_;
-        started_ = true;
-        o0_ = o0;
-        on_ = on;
-        next_o0_ = next_o0;
-        next_on_ = next_on;
+        at_.advance(o0, on, next_o0, next_on);
         done_.swap(next_done_);
         std::fill(next_done_.begin(), next_done_.end(), 0);
     }
     /// The region of the current panel's chunk c, it and every earlier chunk up first.
     tile::SlotId current(std::uint64_t c) {
-        for (std::uint64_t i = 0; i <= c; ++i) fill(panel_, i, chunk_k_, done_, o0_, on_);
-        return slot(panel_, c);
+        for (std::uint64_t i = 0; i <= c; ++i) fill(at_.panel, i, chunk_k_, done_, at_.o0, at_.on);
+        return slot(at_.panel, c);
     }
     /// Up to `columns` more columns of the next panel's spare-region chunks.
     void prefetch(std::uint64_t columns) {
-        if (next_on_ == 0) return;
+        if (at_.next_on == 0) return;
         for (std::uint64_t i = 0; i < prefetch_ && columns > 0; ++i) {
             const std::uint64_t before = next_done_[i];
-            fill(panel_ + 1, i, std::min(chunk_k_, before + columns), next_done_, next_o0_, next_on_);
+            fill(at_.panel + 1, i, std::min(chunk_k_, before + columns), next_done_, at_.next_o0,
+                 at_.next_on);
             columns -= next_done_[i] - before;
         }
     }
@@ -234,16 +241,16 @@ public:
     /// panel's chunks whose regions it and the earlier ones held go up (chunk i's region
     /// held chunk i − P of this panel), with the spare ones not up yet.
     void release(std::uint64_t c) {
-        if (next_on_ == 0) return;
+        if (at_.next_on == 0) return;
         for (std::uint64_t i = 0; i < chunks_ && i <= c + prefetch_; ++i)
-            fill(panel_ + 1, i, chunk_k_, next_done_, next_o0_, next_on_);
+            fill(at_.panel + 1, i, chunk_k_, next_done_, at_.next_o0, at_.next_on);
     }
     /// The current panel in runs of consecutive regions.
     [[nodiscard]] std::vector<Run> runs() const {
         std::vector<Run> out;
         for (std::uint64_t c = 0; c < chunks_; ++c) {
-            const std::uint64_t r = index(panel_, c);
-            if (out.empty() || r != index(panel_, out.back().first) + out.back().count) {
+            const std::uint64_t r = index(at_.panel, c);
+            if (out.empty() || r != index(at_.panel, out.back().first) + out.back().count) {
                 out.push_back({c, 1, ring_[r]});
             } else {
                 ++out.back().count;
@@ -254,7 +261,7 @@ public:
     /// The regions of chunks [first, first + count) of the current panel.
     [[nodiscard]] std::vector<tile::SlotId> regions(std::uint64_t first, std::uint64_t count) const {
         std::vector<tile::SlotId> out;
-        for (std::uint64_t c = first; c < first + count; ++c) out.push_back(slot(panel_, c));
+        for (std::uint64_t c = first; c < first + count; ++c) out.push_back(slot(at_.panel, c));
         return out;
     }
 
@@ -278,9 +285,7 @@ private:
     std::vector<tile::SlotId> ring_;
     OperandCut cut_;
     std::uint64_t chunk_k_, chunks_, prefetch_;
-    std::uint64_t panel_ = 0;
-    bool started_ = false;
-    std::uint64_t o0_ = 0, on_ = 0, next_o0_ = 0, next_on_ = 0;
+    PanelCursor at_;
     std::vector<std::uint64_t> done_;       // columns of each current chunk up
     std::vector<std::uint64_t> next_done_;  // columns of each next chunk up
 };
