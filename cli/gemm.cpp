@@ -152,6 +152,10 @@ void print_plan(const tile::GemmPlan& plan, std::uint64_t budget) {
         fmt::print("      the first {} tiles k outer, together, while the resident panel arrives\n",
                    plan.group);
     }
+    if (plan.a_chunk_k != 0) {
+        fmt::print("      the A panel in chunks of {} columns, {} of the next panel's up ahead\n",
+                   plan.a_chunk_k, plan.prefetch_chunks);
+    }
     fmt::print("      slots: A {} x {}, B {} x {}, C {} x {}; pipeline depth {}\n", plan.a_slots,
                format_size(plan.a_slot_bytes), plan.b_slots, format_size(plan.b_slot_bytes), plan.c_slots,
                format_size(plan.c_slot_bytes), plan.depth);
@@ -206,6 +210,7 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
         {"b_slots", p.b_slots},
         {"c_slots", p.c_slots},
         {"group", p.group},
+        {"a_chunk_k", p.a_chunk_k},
         {"model_s", p.total_seconds},
         {"shape_tflops", p.shape_flops * 1e-12},
         {"plan_device_bytes", p.device_bytes},
