@@ -116,9 +116,11 @@ struct CPart {
 };
 
 /// Whether plan_gemm cuts an a-panel plan's panel into chunks where the caller leaves
-/// GemmOptions::panel_chunk_k unset (tile::chunk_a_panel picks the chunk). On: on an H100
-/// the tf32 and bf16 a-panel plans ran 0.5–2 points of in-core faster with their panel in
-/// chunks than whole, in every case tried (docs/tiling.md, "The A panel in chunks").
+/// GemmOptions::panel_chunk_k unset (tile::chunk_a_panel picks the chunk), on the CUDA
+/// backend: on an H100, tf32 and bf16 a-panel plans ran 0.5–2 points of in-core faster
+/// with their panel in chunks than with the same tiles whole (docs/tiling.md, "The A panel
+/// in chunks"). Not measured on the Vulkan GPUs, nor worth anything on the CPU backend, so
+/// not their default.
 constexpr bool kChunkedPanels = true;
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
@@ -301,7 +303,8 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
         throw UsageError(kComponent,
                          "panel_chunk_k goes with neither split_c_tiles, one_call_per_chunk nor next_tiles");
     }
-    if (!can_chunk || (options.panel_chunk_k ? chunk_k == 0 : !kChunkedPanels)) return plan;
+    const bool by_default = kChunkedPanels && device.info().backend == "cuda";
+    if (!can_chunk || (options.panel_chunk_k ? chunk_k == 0 : !by_default)) return plan;
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
 
@@ -353,7 +356,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         (!a_panel || k_chunks != 1 || problem.trans_a || problem.narrow_c ||
          problem.k % plan.a_chunk_k != 0 || problem.m % plan.tile_m != 0 ||
          plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w || plan.a_slots < problem.k / plan.a_chunk_k ||
-         claimed || options.split_c_tiles || options.one_call_per_chunk)) {
+         plan.a_slots > 2 * (problem.k / plan.a_chunk_k) || claimed || options.split_c_tiles ||
+         options.one_call_per_chunk)) {
         throw UsageError(
             kComponent,
             "a plan with its A panel in chunks (a_chunk_k) needs an a-panel plan over the whole k "

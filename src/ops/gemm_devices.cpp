@@ -154,9 +154,15 @@ DeviceCaches::DeviceCaches(std::span<Device* const> devices) {
 }
 
 MultiGemmReport gemm_on_devices(std::span<Device* const> devices, const io::MatrixSource& a,
-                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& options,
+                                const io::MatrixSource& b, io::MatrixSink& c, const GemmOptions& given,
                                 DeviceCaches* caches) {
     const auto start = std::chrono::steady_clock::now();
+    // Devices share a panel's tiles run by run, so no panel is in chunks
+    // (GemmOptions::panel_chunk_k): every plan here, the reported one too, keeps it whole.
+    if (given.panel_chunk_k.value_or(0) != 0)
+        throw UsageError(kComponent, "an A panel in chunks (panel_chunk_k) is for one device only");
+    GemmOptions options = given;
+    options.panel_chunk_k = 0;
     detail::check_devices(devices, kComponent);
     if (caches != nullptr) {
         bool same = caches->size() == devices.size();

@@ -746,10 +746,15 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
                                          describe(p), chunk_k));
         }
     } else {
+        // k halved until kMinPanelChunkK; of those that prefetch anything, the nearest to
+        // kPanelChunkK (in factors of two; ties: the smaller).
+        auto distance = [](std::uint64_t ck) {
+            double d = std::log2(static_cast<double>(ck) / static_cast<double>(kPanelChunkK));
+            return d < 0 ? -d + 0.5 : d;
+        };
         for (std::uint64_t ck = p.k / 2; ck >= kMinPanelChunkK && p.k % ck == 0; ck /= 2) {
             const std::optional<Cut> c = cut(ck);
-            if (c && c->prefetch > 0 && (!best || c->prefetch * c->chunk_k > best->prefetch * best->chunk_k))
-                best = c;
+            if (c && c->prefetch > 0 && (!best || distance(ck) < distance(best->chunk_k))) best = c;
             if (ck % 2 != 0) break;
         }
         if (!best) return plan;
@@ -770,6 +775,12 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
         const std::uint64_t per_chunk = cols > 1 && r + 1 < rows ? 2 : 1;
         const std::uint64_t runs = (r * best->chunks) % out.a_slots + best->chunks <= out.a_slots ? 1 : 2;
         out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk) * runs;
+    }
+    // The calls' overhead follows their count; the rest of the estimate is the plan's.
+    if (plan.call_overhead_seconds > 0) {
+        const double per_call = plan.call_overhead_seconds / static_cast<double>(plan.kernel_calls);
+        out.call_overhead_seconds = per_call * static_cast<double>(out.kernel_calls);
+        out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
     }
     return out;
 }

@@ -186,6 +186,23 @@ TEST(GemmDevices, ADeviceListedTwiceOrNoneIsAUsageError) {
     EXPECT_THROW((void)outcore::ops::gemm_on_devices({}, ha, hb, hc, {}), outcore::UsageError);
 }
 
+// Devices share a panel's tiles run by run, so an A panel in chunks is refused up front
+// rather than by every device's plan (GemmOptions::panel_chunk_k); 0 is the default here.
+TEST(GemmDevices, AnAPanelInChunksIsForOneDeviceOnly) {
+    auto owned = cpu_devices(2);
+    std::vector<Device*> devices{owned[0].get(), owned[1].get()};
+    Matrix a(64, 64, DType::F32, Layout::ColMajor), b(64, 64, DType::F32, Layout::ColMajor),
+        c(64, 64, DType::F32, Layout::ColMajor);
+    const outcore::io::HostMatrix ha = a.host(), hb = b.host();
+    outcore::io::HostMatrix hc = c.host();
+    outcore::ops::GemmOptions o;
+    o.budget_bytes = 64 * kMiB;
+    o.panel_chunk_k = 16;
+    EXPECT_THROW((void)outcore::ops::gemm_on_devices(devices, ha, hb, hc, o), outcore::UsageError);
+    o.panel_chunk_k = 0;
+    EXPECT_EQ(outcore::ops::gemm_on_devices(devices, ha, hb, hc, o).plan.a_chunk_k, 0U);
+}
+
 // Device 1's copies start failing mid-run: the call throws that device's error, the
 // others stop, nothing stays allocated, and every element written is correct (whole
 // C tiles only; the rest keep their poison). With every operand and C in

@@ -79,6 +79,7 @@ struct Case {
     std::uint32_t group = 1;    ///< with fixed tiles of a single panel
     std::uint32_t c_slots = 0;  ///< with fixed tiles: C slots (0: the planner's)
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  ///< GemmOptions::panel_chunk_k
+    bool device_readable = false;                               ///< operands and C straight from host memory
 };
 
 std::string describe(const Case& c) {
@@ -143,6 +144,9 @@ struct Bound {
           c0(ops.c0.host()),
           o(options_for(cs)) {
         o.c_in = &c0;
+        if (cs.device_readable) {
+            for (HostMatrix* m : {&a, &b, &c, &c0}) m->set_device_readable(true);
+        }
     }
     Bound(const Bound&) = delete;
     Bound& operator=(const Bound&) = delete;
@@ -533,50 +537,63 @@ TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
     expect_refused_when_planned(*device, rng, [](GemmOptions& o) { o.c_slots = 3; });
 }
 
-// An A panel in chunks along k (GemmPlan::a_chunk_k): every chunking of every panel
-// count, with budgets that leave the ring no spare region, some (the panel then wraps
-// round it: two GEMMs for a middle tile) or a whole next panel, B either way round and
-// β ≠ 0 — the reference result, the planned bytes and GEMM calls, the budget held.
+// An A panel in chunks along k (GemmPlan::a_chunk_k), every variant in turn: no spare
+// region, a whole next panel of them, or some (the second panel then wraps round the
+// ring: two GEMMs for its middle tiles); f32, f64 and bf16; B either way round; β ≠ 0;
+// operands packed or read straight from host memory; one compute lane or two; 40-column
+// tiles, or 256 so the last tile drains in column parts — the reference result, the
+// planned bytes and GEMM calls (run_case), exactly the spare regions asked for, the
+// budget held.
 TEST(Gemm, APanelInChunksGivesTheSameAnswerWhateverItPrefetches) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
-    bool wrapped = false;
-    bool none_ahead = false;
-    bool whole_ahead = false;
+    bool drained = false;
     for (int variant = 0; variant < 24; ++variant) {
         const std::uint64_t tile_m = variant % 2 == 0 ? 32 : 48;
         const std::uint64_t rows = 2 + static_cast<std::uint64_t>(variant) % 3;
         const std::uint64_t ck = variant % 4 < 2 ? 16 : 24;
         const std::uint64_t chunks = 2 + rng() % 4;
         const DType type = variant % 6 == 5 ? DType::BF16 : (variant % 6 == 4 ? DType::F64 : DType::F32);
+        const std::uint64_t tile_n = variant % 4 == 3 ? 256 : 40;
         Case cs{.m = tile_m * rows,
-                .n = 60 + rng() % 100,
+                .n = tile_n == 256 ? 400 + rng() % 100 : 60 + rng() % 100,
                 .k = ck * chunks,
                 .type = type,
                 .trans_b = rng() % 2 == 0,
                 .beta = variant % 5 == 0 ? 0.5 : 0.0,
                 .schedule = GemmSchedule::APanelResident,
+                .lanes = variant % 3 == 1 ? 2U : 1U,
                 .tile_m = tile_m,
-                .tile_n = 40,
+                .tile_n = tile_n,
                 .tile_k = ck * chunks,
-                .panel_chunk_k = ck};
-        // The plan's footprint without its panel, then room for 0 .. chunks spare regions.
+                .c_slots = 3,
+                .panel_chunk_k = ck,
+                .device_readable = variant % 4 == 1};
+        // What the plan holds besides its panel, then room for a whole panel and `spare`
+        // more chunks: none, all of the next panel, or some.
         const std::uint64_t w = outcore::dtype_bytes(type);
-        const std::uint64_t wc = outcore::dtype_bytes(outcore::gemm_c_dtype(type));
-        const std::uint64_t panel = tile_m * cs.k * w;
-        const std::uint64_t others = 2 * cs.k * 40 * w + 3 * tile_m * 40 * wc;
-        const std::uint64_t spare = rng() % (chunks + 1);
-        cs.budget_bytes = others + panel + spare * tile_m * ck * w;
+        const outcore::tile::GemmProblem problem{.m = cs.m,
+                                                 .n = cs.n,
+                                                 .k = cs.k,
+                                                 .type = type,
+                                                 .trans_b = cs.trans_b,
+                                                 .beta_nonzero = cs.beta != 0};
+        const outcore::tile::PlanLimits roomy{.budget_bytes = 1 * outcore::kGiB,
+                                              .min_offset_alignment = device->info().min_offset_alignment};
+        const auto whole = outcore::tile::plan_gemm_fixed(problem, roomy, GemmSchedule::APanelResident,
+                                                          tile_m, tile_n, cs.k, 1, 3);
+        const std::uint64_t others = whole.device_bytes - std::uint64_t{whole.a_slots} * whole.a_slot_bytes;
+        const std::uint64_t spare = variant % 3 == 0   ? 0
+                                    : variant % 3 == 2 ? chunks
+                                                       : 1 + rng() % (chunks - 1);
+        cs.budget_bytes = others + (chunks + spare) * tile_m * ck * w;
         const GemmReport r = run_case(*device, cs, rng);
         ASSERT_EQ(r.plan.a_chunk_k, ck);
-        EXPECT_EQ(r.plan.a_slots, chunks + r.plan.prefetch_chunks);
-        EXPECT_LE(r.plan.prefetch_chunks, chunks);
-        none_ahead = none_ahead || r.plan.prefetch_chunks == 0;
-        whole_ahead = whole_ahead || r.plan.prefetch_chunks == chunks;
-        for (std::uint64_t row = 1; row < rows; ++row)
-            wrapped = wrapped || (row * chunks) % r.plan.a_slots + chunks > r.plan.a_slots;
+        EXPECT_EQ(r.plan.prefetch_chunks, spare);
+        EXPECT_EQ(r.plan.a_slots, chunks + spare);
+        drained = drained || r.drain_parts > 1;
     }
-    EXPECT_TRUE(wrapped && none_ahead && whole_ahead) << "every kind of ring was run";
+    EXPECT_TRUE(drained) << "a last tile drained in column parts";
 }
 
 // Where a plan cannot have its panel in chunks, asking for them is refused before
@@ -620,14 +637,9 @@ TEST(Gemm, APanelInChunksIsRefusedWhereThePlanCannotHaveIt) {
     EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 0U);
     c.panel_chunk_k = 16;
     EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 16U);
-    // Unset, the planner's default: chunks of at least kMinPanelChunkK columns where one
-    // prefetches anything (k = 64 has none; k = 4096 halves).
+    // Unset: the default, which chunks panels on the CUDA backend only (kChunkedPanels).
     c.panel_chunk_k = std::nullopt;
     EXPECT_EQ(run_case(*device, c, rng).plan.a_chunk_k, 0U);
-    c.k = c.tile_k = 2 * outcore::tile::kMinPanelChunkK;
-    const GemmReport r = run_case(*device, c, rng);
-    EXPECT_EQ(r.plan.a_chunk_k, outcore::tile::kMinPanelChunkK);
-    EXPECT_EQ(r.plan.prefetch_chunks, 2U);
 }
 
 // A single resident panel (all of A, or all of B) with its first tiles grouped k

@@ -31,34 +31,47 @@ GemmProblem tf32_case() {
             .compute = outcore::GemmCompute::FastTF32};
 }
 
-TEST(GemmChunkedPanel, PicksTheChunkThatPrefetchesMostWithinTheBudget) {
+// The chunk picked: of k halved down to kMinPanelChunkK, those that leave at least one
+// chunk of the next panel room, the nearest to kPanelChunkK (4096 wherever it fits: the
+// H100's best; 2048 where only a narrower chunk fits the spare bytes; none where nothing
+// does). Only the panel's ring changes: B, C and the bytes moved are the whole plan's.
+TEST(GemmChunkedPanel, PicksTheChunkNearestTheBestMeasuredThatPrefetches) {
     const GemmProblem p = tf32_case();
-    for (const std::uint64_t budget : {3 * kGiB, 3 * kGiB - 200 * kMiB, 6 * kGiB}) {
-        const PlanLimits lim{.budget_bytes = budget, .min_offset_alignment = 256};
-        const GemmPlan whole = plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768);
+    const PlanLimits roomy{.budget_bytes = 64 * kGiB, .min_offset_alignment = 256};
+    const GemmPlan sized = plan_gemm_fixed(p, roomy, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
+    const std::uint64_t others = sized.device_bytes - std::uint64_t{sized.a_slots} * sized.a_slot_bytes;
+    const std::uint64_t panel = 16384ULL * 32768 * 4;
+    struct Want {
+        std::uint64_t budget, chunk_k, ahead;
+    };
+    for (const Want want :
+         {Want{3 * kGiB, 4096, (3 * kGiB - others - panel) / (256 * kMiB)}, Want{6 * kGiB, 4096, 8},
+          Want{others + panel + 300 * kMiB, 4096, 1}, Want{others + panel + 200 * kMiB, 2048, 1},
+          Want{others + panel + 100 * kMiB, 0, 0}}) {
+        const PlanLimits lim{.budget_bytes = want.budget, .min_offset_alignment = 256};
+        const GemmPlan whole = plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
         const GemmPlan chunked = chunk_a_panel(whole, lim);
-        SCOPED_TRACE(budget);
-        ASSERT_NE(chunked.a_chunk_k, 0U);
+        SCOPED_TRACE(want.budget);
+        EXPECT_EQ(chunked.a_chunk_k, want.chunk_k);
+        EXPECT_EQ(chunked.prefetch_chunks, want.ahead);
+        if (want.chunk_k == 0) {
+            EXPECT_EQ(chunked.device_bytes, whole.device_bytes);
+            continue;
+        }
         const std::uint64_t chunks = p.k / chunked.a_chunk_k;
         EXPECT_EQ(chunked.a_slot_bytes, 16384 * chunked.a_chunk_k * 4);
         EXPECT_EQ(chunked.a_slots, chunks + chunked.prefetch_chunks);
-        EXPECT_GT(chunked.prefetch_chunks, 0U);
-        EXPECT_LE(chunked.prefetch_chunks, chunks);
-        EXPECT_LE(chunked.device_bytes, budget);
-        // Only the panel's ring changed: B, C and the bytes moved are the whole plan's.
+        EXPECT_LE(chunked.device_bytes, want.budget);
         EXPECT_EQ(chunked.device_bytes - std::uint64_t{chunked.a_slots} * chunked.a_slot_bytes,
                   whole.device_bytes - std::uint64_t{whole.a_slots} * whole.a_slot_bytes);
         EXPECT_EQ(chunked.b_slot_bytes, whole.b_slot_bytes);
         EXPECT_EQ(chunked.c_slots, whole.c_slots);
         EXPECT_EQ(chunked.bytes_moved, whole.bytes_moved);
         EXPECT_EQ(chunked.tile_k, p.k);
-        // No other chunk of at least kMinPanelChunkK columns prefetches more columns.
-        const std::uint64_t others =
-            chunked.device_bytes - std::uint64_t{chunked.a_slots} * chunked.a_slot_bytes;
+        // Any chunk asked for gets the spare regions the budget leaves it, a panel at most.
         for (std::uint64_t ck = p.k / 2; ck >= outcore::tile::kMinPanelChunkK; ck /= 2) {
             const std::uint64_t bytes = 16384 * ck * 4;
-            const std::uint64_t ahead = std::min((budget - others) / bytes - p.k / ck, p.k / ck);
-            EXPECT_LE(ahead * ck, chunked.prefetch_chunks * chunked.a_chunk_k) << ck;
+            const std::uint64_t ahead = std::min((want.budget - others) / bytes - p.k / ck, p.k / ck);
             EXPECT_EQ(chunk_a_panel(whole, lim, ck).prefetch_chunks, ahead) << ck;
         }
     }
