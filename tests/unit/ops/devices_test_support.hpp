@@ -2,9 +2,14 @@
 // accounting domains (cpu:0, cpu:1, ...) over the same memory, as GPUs of a host.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <future>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "outcore/backends/cpu.hpp"
@@ -28,6 +33,18 @@ inline std::vector<Device*> pointers(const std::vector<std::unique_ptr<Device>>&
     std::vector<Device*> out;
     for (const auto& d : owned) out.push_back(d.get());
     return out;
+}
+
+/// Runs `fn` on another thread; a call that has not returned after a minute is a hang:
+/// the process aborts (a hung test would otherwise stall the whole suite silently).
+template <typename F>
+auto within_a_minute(F&& fn) {
+    auto future = std::async(std::launch::async, std::forward<F>(fn));
+    if (future.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
+        std::fprintf(stderr, "FATAL: the call did not return within a minute (a hang)\n");
+        std::abort();
+    }
+    return future.get();
 }
 
 }  // namespace outcore::devices_test

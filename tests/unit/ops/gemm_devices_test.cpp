@@ -4,7 +4,8 @@
 // dynamically, windows over transposed and β ≠ 0 operands, and a device that fails
 // mid-run (injected copy fault) leaving a clear error and only correct whole units;
 // a split panel kept resident on each device that works on it (uploaded once per
-// visit, C bit for bit the single-device result) and the panel hand-out policy.
+// visit, C bit for bit the single-device result). The panel hand-out policy itself:
+// panel_queue_test.cpp.
 #include "outcore/ops/gemm_devices.hpp"
 
 #include <gtest/gtest.h>
@@ -71,6 +72,7 @@ private:
 
 using outcore::devices_test::cpu_devices;
 using outcore::devices_test::pointers;
+using outcore::devices_test::within_a_minute;
 
 /// f64 options with forced tiles and no rate probe (the tests that pin a plan's shape).
 GemmOptions forced_f64(std::uint64_t budget, outcore::tile::GemmSchedule schedule, std::uint64_t tile_m,
@@ -84,18 +86,6 @@ GemmOptions forced_f64(std::uint64_t budget, outcore::tile::GemmSchedule schedul
     o.tile_n = tile_n;
     o.tile_k = tile_k;
     return o;
-}
-
-/// Runs `fn` on another thread; a call that has not returned after a minute is a hang:
-/// the process aborts (a hung test would otherwise stall the whole suite silently).
-template <typename F>
-auto within_a_minute(F&& fn) {
-    auto future = std::async(std::launch::async, std::forward<F>(fn));
-    if (future.wait_for(std::chrono::minutes(1)) != std::future_status::ready) {
-        std::fprintf(stderr, "FATAL: the call did not return within a minute (a hang)\n");
-        std::abort();
-    }
-    return future.get();
 }
 
 TEST(GemmDevices, MatchesTheReferenceWritesEachElementOnceAndHoldsEveryBudget) {
@@ -710,99 +700,6 @@ TEST(GemmDevicesReuse, ADeviceThatCannotHoldThePlansTilesRunsPlainUnits) {
         for (std::uint64_t i = 0; i < 512; ++i)
             ASSERT_EQ(sink.writes(i, j), 1U) << "(" << i << ", " << j << ")";
     for (const auto& d : owned) outcore::gemm_test::expect_nothing_held(*d);
-}
-
-// The hand-out policy: a device stays on its panel; a free one takes an untouched
-// panel first, then joins the panel with the most units left; nothing after stop().
-TEST(PanelQueue, KeepsAPanelThenTakesAnUntouchedOneThenTheFullest) {
-    using outcore::ops::detail::PanelQueue;
-    const std::size_t sizes[] = {3, 1, 2};
-    PanelQueue q(sizes, 1);
-    auto pair = [](const std::optional<PanelQueue::Visit>& v) {
-        return v ? std::pair{v->panel, v->unit} : std::pair{SIZE_MAX, SIZE_MAX};
-    };
-    using P = std::pair<std::size_t, std::size_t>;
-    EXPECT_EQ(pair(q.first_visit()), (P{0, 0}));
-    EXPECT_EQ(q.next(0), 1U);
-    EXPECT_EQ(pair(q.visit()), (P{1, 3}));
-    EXPECT_EQ(q.next(1), std::nullopt);
-    EXPECT_EQ(pair(q.visit()), (P{2, 4}));
-    // Every panel is visited: join the one with the most units left (0: one, 2: one).
-    EXPECT_EQ(pair(q.visit()), (P{0, 2}));
-    EXPECT_EQ(pair(q.visit()), (P{2, 5}));
-    EXPECT_EQ(q.visit(), std::nullopt);
-
-    PanelQueue stopped(sizes, 1);
-    (void)stopped.first_visit();
-    stopped.stop();
-    EXPECT_EQ(stopped.next(0), std::nullopt);
-    EXPECT_EQ(stopped.visit(), std::nullopt);
-}
-
-// Every device takes its first unit before any takes a second: a device that started
-// early waits for the others' first visits instead of running through a whole panel.
-TEST(PanelQueueThreads, EveryDeviceTakesAUnitBeforeAnyTakesTwo) {
-    using outcore::ops::detail::PanelQueue;
-    const std::size_t sizes[] = {4};
-    PanelQueue q(sizes, 2);
-    ASSERT_EQ(q.first_visit()->unit, 0U);
-    std::atomic<bool> returned{false};
-    std::optional<std::size_t> second;
-    std::thread early([&] {
-        second = q.next(0);
-        returned.store(true);
-    });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    EXPECT_FALSE(returned.load()) << "the second claim did not wait for the other device";
-    const std::optional<PanelQueue::Visit> late = q.first_visit();
-    early.join();
-    ASSERT_TRUE(late.has_value());
-    EXPECT_EQ(late->unit, 1U);
-    EXPECT_EQ(second, 2U);
-
-    // stop() ends the wait.
-    PanelQueue stopped(sizes, 2);
-    (void)stopped.first_visit();
-    std::thread waiting([&] { EXPECT_EQ(stopped.next(0), std::nullopt); });
-    stopped.stop();
-    waiting.join();
-}
-
-// A queue made for another number of devices is refused (its first-claim barrier would
-// wait forever for a device that never comes).
-TEST(PanelQueueThreads, AQueueForAnotherDeviceCountIsAUsageError) {
-    using outcore::ops::detail::PanelQueue;
-    auto owned = cpu_devices(2);
-    const std::size_t sizes[] = {4};
-    for (const std::size_t made_for : {1U, 3U}) {
-        PanelQueue q(sizes, made_for);
-        within_a_minute([&] {
-            EXPECT_THROW(outcore::ops::detail::run_panels(pointers(owned), q, "test",
-                                                          [&](std::size_t, PanelQueue::Visit v) {
-                                                              while (q.next(v.panel)) {}
-                                                          }),
-                         outcore::UsageError)
-                << made_for;
-        });
-    }
-}
-
-// Threads taking panels and their units hand out every unit exactly once.
-TEST(PanelQueueThreads, HandsOutEveryUnitExactlyOnce) {
-    using outcore::ops::detail::PanelQueue;
-    auto owned = cpu_devices(4);
-    const std::vector<std::size_t> sizes = {5, 1, 7, 3, 2};
-    PanelQueue q(sizes, owned.size());
-    std::mutex mutex;
-    std::multiset<std::size_t> taken;
-    outcore::ops::detail::run_panels(pointers(owned), q, "test", [&](std::size_t, PanelQueue::Visit v) {
-        for (std::optional<std::size_t> u = v.unit; u; u = q.next(v.panel)) {
-            std::lock_guard lock(mutex);
-            taken.insert(*u);
-        }
-    });
-    ASSERT_EQ(taken.size(), 18U);
-    for (std::size_t u = 0; u < 18; ++u) EXPECT_EQ(taken.count(u), 1U) << u;
 }
 
 }  // namespace
