@@ -296,7 +296,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                 fmt::format("--explore '{}': expected TYPE:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]", e));
         const ForcedTiles forced = parse_forced_tiles(e.substr(colon + 1), e);
         // TYPE or TYPE@FRACTION ("tf32@1/2"): the standard case whose budget to use.
-        const std::string type = e.substr(0, colon);
+        // "bf16c": the bf16 case with a bf16 C.
+        std::string type = e.substr(0, colon);
+        if (type.starts_with("bf16c")) type.replace(0, 5, "bf16 with bf16 C");
         const std::size_t at_sign = type.find('@');
         const std::string wanted = at_sign == std::string::npos
                                        ? type + ","
@@ -305,7 +307,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             return std::string_view(known_case.name).starts_with(wanted);
         });
         if (base == cases.end())
-            throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32 or bf16", e));
+            throw UsageError("bench", fmt::format("--explore '{}': type f32, tf32, bf16 or bf16c", e));
         OocCase x = *base;
         x.schedule = forced.schedule;
         x.tile_m = forced.m, x.tile_n = forced.n, x.tile_k = forced.k, x.group = forced.group;
@@ -386,6 +388,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"group", plan.group},
                          {"c_slots", plan.c_slots},
                          {"a_chunk_k", plan.a_chunk_k},
+                         {"acc_bytes", plan.acc_bytes},
                          {"prefetch_chunks", plan.prefetch_chunks},
                          {"model_s", plan.total_seconds},
                          {"shape_tflops", plan.shape_flops * 1e-12},
@@ -667,6 +670,7 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
            "Also run a GEMM case with forced tiles: "
            "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:paced|:whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
+           "TYPE bf16c for the bf16 case with a bf16 C; "
            ":d3 for three slots per streamed operand; :l1 for one compute lane; :k2048 for the A panel in "
            "chunks of 2048 columns, :k0 whole; :paced or :whole to "
            "force C downloads paced over the next tile's GEMMs or not)")

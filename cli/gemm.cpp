@@ -153,8 +153,11 @@ void print_plan(const tile::GemmPlan& plan, std::uint64_t budget) {
                    plan.group);
     }
     if (plan.a_chunk_k != 0) {
-        fmt::print("      the A panel in chunks of {} columns, {} of the next panel's up ahead\n",
-                   plan.a_chunk_k, plan.prefetch_chunks);
+        fmt::print("      the A panel in chunks of {} columns, {} of the next panel's up ahead{}\n",
+                   plan.a_chunk_k, plan.prefetch_chunks,
+                   plan.acc_bytes == 0
+                       ? std::string()
+                       : fmt::format(", f32 sums of {} for the 16-bit C", format_size(plan.acc_bytes)));
     }
     fmt::print("      slots: A {} x {}, B {} x {}, C {} x {}; pipeline depth {}\n", plan.a_slots,
                format_size(plan.a_slot_bytes), plan.b_slots, format_size(plan.b_slot_bytes), plan.c_slots,
@@ -211,6 +214,7 @@ nlohmann::json report_json(const ops::GemmReport& r, const TypeChoice& type, con
         {"c_slots", p.c_slots},
         {"group", p.group},
         {"a_chunk_k", p.a_chunk_k},
+        {"acc_bytes", p.acc_bytes},
         {"model_s", p.total_seconds},
         {"shape_tflops", p.shape_flops * 1e-12},
         {"plan_device_bytes", p.device_bytes},

@@ -47,6 +47,33 @@ void Kernels::gemm(Queue& queue, const GemmTileArgs& a) {
     do_gemm(queue, a);
 }
 
+void Kernels::convert(Queue& queue, const ConvertArgs& a) {
+    if (!supports_convert(a.from, a.to)) {
+        throw UsageError("convert", fmt::format("this backend has no {} → {} conversion", to_string(a.from),
+                                                to_string(a.to)));
+    }
+    const std::uint64_t in_bytes = checked_mul(a.count, dtype_bytes(a.from), "convert");
+    const std::uint64_t out_bytes = checked_mul(a.count, dtype_bytes(a.to), "convert");
+    if (a.in.bytes < in_bytes || a.out.bytes < out_bytes) {
+        throw UsageError("convert",
+                         fmt::format("{} elements need {} bytes in and {} out; the views have {} and {}",
+                                     a.count, in_bytes, out_bytes, a.in.bytes, a.out.bytes));
+    }
+    if (a.count == 0) return;
+    // Views of one native allocation overlap where their byte ranges in it do.
+    const std::uint64_t in_at = a.in.native_offset();
+    const std::uint64_t out_at = a.out.native_offset();
+    if (a.in.block.device_id == a.out.block.device_id && a.in.block.native == a.out.block.native &&
+        in_at < out_at + out_bytes && out_at < in_at + in_bytes)
+        throw UsageError("convert", "the input and output views overlap");
+    do_convert(queue, a);
+}
+
+void Kernels::do_convert(Queue& /*queue*/, const ConvertArgs& a) {
+    throw UsageError(
+        "convert", fmt::format("this backend has no {} → {} conversion", to_string(a.from), to_string(a.to)));
+}
+
 namespace {
 
 std::uint32_t filter_halo_rows(FilterOp op, std::uint32_t radius) {

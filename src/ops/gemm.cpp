@@ -1,9 +1,9 @@
-// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 1000 lines on
+// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 1100 lines on
 // purpose: execute_gemm is one walk over C tiles whose steps (first-chunk pieces, drain
 // parts, split tiles, paced downloads, runs handed out tile by tile, an A panel in
-// chunks) share its slots, rings and regions; the operand feeding and the pacing live in
-// gemm_feed.hpp and gemm_pacing.hpp, and cutting the walk itself apart would spread that
-// shared state.
+// chunks with a 16-bit C's f32 sums) share its slots, rings and regions; the operand feeding and the pacing
+// live in gemm_feed.hpp and gemm_pacing.hpp, and cutting the walk itself apart would spread that shared
+// state.
 #include "outcore/ops/gemm.hpp"
 
 #include <fmt/format.h>
@@ -306,6 +306,16 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
     }
     const bool by_default = kChunkedPanels && device.info().backend == "cuda";
     if (!can_chunk || (options.panel_chunk_k ? chunk_k == 0 : !by_default)) return plan;
+    // A 16-bit C sums a chunked tile in f32 and converts it (execute_gemm).
+    const Kernels& k = device.kernels();
+    if (problem.narrow_c && (!k.supports_convert(DType::F32, problem.type) ||
+                             (problem.beta_nonzero && !k.supports_convert(problem.type, DType::F32)))) {
+        if (chunk_k == 0) return plan;
+        throw UsageError(kComponent,
+                         fmt::format("device {} cannot convert f32 sums to a {} C, which an A panel "
+                                     "in chunks needs",
+                                     device.info().id(), to_string(problem.type)));
+    }
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
 
@@ -354,15 +364,32 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // GemmPlan::a_chunk_k: the A panel ring in chunks along k, one slot cut into regions.
     const bool chunked = plan.a_chunk_k != 0;
     if (chunked &&
-        (!a_panel || k_chunks != 1 || problem.trans_a || problem.narrow_c ||
-         problem.k % plan.a_chunk_k != 0 || problem.m % plan.tile_m != 0 ||
-         plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w || plan.a_slots < problem.k / plan.a_chunk_k ||
-         plan.a_slots > 2 * (problem.k / plan.a_chunk_k) || claimed || options.split_c_tiles ||
-         options.one_call_per_chunk)) {
+        (!a_panel || k_chunks != 1 || problem.trans_a || problem.k % plan.a_chunk_k != 0 ||
+         problem.m % plan.tile_m != 0 || plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w ||
+         plan.a_slots < problem.k / plan.a_chunk_k || plan.a_slots > 2 * (problem.k / plan.a_chunk_k) ||
+         claimed || options.split_c_tiles || options.one_call_per_chunk)) {
         throw UsageError(
             kComponent,
             "a plan with its A panel in chunks (a_chunk_k) needs an a-panel plan over the whole k "
             "(chunk_a_panel), and neither split C tiles, one call per chunk nor tiles handed out");
+    }
+    // A 16-bit C with the panel in chunks: tiles made of several GEMMs sum in an f32 tile
+    // (GemmPlan::acc_bytes), then one conversion rounds the sums into C.
+    const bool sums_apart = chunked && problem.narrow_c;
+    if (sums_apart) {
+        Kernels& k = device.kernels();
+        if (plan.acc_bytes < plan.tile_m * plan.tile_n * 4) {
+            throw UsageError(kComponent,
+                             "a plan with its A panel in chunks and a 16-bit C needs an f32 tile "
+                             "of sums (acc_bytes; chunk_a_panel makes it)");
+        }
+        if (!k.supports_convert(DType::F32, problem.type) ||
+            (beta_nonzero && !k.supports_convert(problem.type, DType::F32))) {
+            throw UsageError(kComponent,
+                             fmt::format("device {} cannot convert f32 sums to a {} C, which an A "
+                                         "panel in chunks needs (panel_chunk_k = 0 keeps it whole)",
+                                         device.info().id(), to_string(problem.type)));
+        }
     }
 
     // Device slots, all from the plan: a ring of chunk slots per input operand (for a
@@ -376,6 +403,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     }
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) po.slots.push_back({plan.b_slot_bytes, "gemm.b"});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) po.slots.push_back({plan.c_slot_bytes, "gemm.c"});
+    if (sums_apart) po.slots.push_back({plan.acc_bytes, "gemm.sums"});
     const std::uint64_t a_chunk_bytes = plan.tile_m * (chunked ? plan.a_chunk_k : plan.tile_k) * w;
     const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
@@ -438,6 +466,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     }
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) b_ring.push_back(tile::SlotId{next++});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) c_ring.push_back(tile::SlotId{next++});
+    const tile::SlotId sums_slot{sums_apart ? next++ : 0};
 
     const OperandCut a_cut{&a, problem.trans_a, w, a.direct()};
     const OperandCut b_cut{&b, !problem.trans_b, w, b.direct()};
@@ -696,7 +725,35 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         args.c = c_whole(tw);
         const auto lane = static_cast<unsigned>(tw.t % 2);
         const std::uint64_t ck = a_chunks->chunk_k();
+        // A 16-bit C made of several GEMMs: they sum into the f32 tile (sums_slot), whose
+        // accesses `sum_access` gives, and `round_sums` rounds it into C once (reading C
+        // into it first where β ≠ 0).
+        const std::uint64_t elems = tw.mi * tw.nj;
+        const BufferView sums = sums_apart ? p.view(sums_slot).sub(0, elems * 4) : BufferView{};
+        auto begin_sums = [&] {
+            if (!beta_nonzero) return;
+            std::vector<tile::SlotAccess> accesses{tile::writes(sums_slot)};
+            for (const CPart& part : c_parts(tw)) accesses.push_back(tile::reads(part.slot));
+            const ConvertArgs widen{
+                .from = problem.type, .to = DType::F32, .count = elems, .in = c_whole(tw), .out = sums};
+            p.compute(
+                accesses, [&kernels, widen](Queue& q) { kernels.convert(q, widen); }, "convert", lane);
+        };
+        auto sum_into = [&](GemmTileArgs& g, bool overwrite, std::vector<tile::SlotAccess> accesses) {
+            g.narrow_c = false;
+            g.c = sums;
+            accesses.push_back(overwrite ? tile::writes(sums_slot) : tile::updates(sums_slot));
+            return accesses;
+        };
+        auto round_sums = [&] {
+            const ConvertArgs narrow{
+                .from = DType::F32, .to = problem.type, .count = elems, .in = sums, .out = c_whole(tw)};
+            p.compute(
+                c_accesses(tw, true, {tile::reads(sums_slot)}),
+                [&kernels, narrow](Queue& q) { kernels.convert(q, narrow); }, "convert", lane);
+        };
         if (first || releasing) {
+            if (sums_apart) begin_sums();
             for (std::uint64_t kc = 0; kc < a_chunks->chunks(); ++kc) {
                 const tile::SlotId as = a_chunks->current(kc);
                 GemmTileArgs g = args;
@@ -704,15 +761,24 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 g.a = p.view(as).sub(0, tw.mi * ck * w);
                 g.b = b_at(0, kc * ck);
                 g.beta = kc == 0 ? options.beta : 1.0;
+                const bool overwrite = kc == 0 && !beta_nonzero;
+                std::vector<tile::SlotAccess> ab{tile::reads(as), tile::reads(bs)};
+                // Before the kernel's closure copies g: sum_into points it at the sums.
+                const std::vector<tile::SlotAccess> accesses = sums_apart
+                                                                   ? sum_into(g, overwrite, std::move(ab))
+                                                                   : c_accesses(tw, overwrite, std::move(ab));
                 p.compute(
-                    c_accesses(tw, kc == 0 && !beta_nonzero, {tile::reads(as), tile::reads(bs)}),
-                    [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", lane);
+                    accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", lane);
                 if (releasing) a_chunks->release(kc);
             }
+            if (sums_apart) round_sums();
             return;
         }
         a_chunks->prefetch(prefetch_cols);
         const std::vector<ChunkedPanel::Run> runs = a_chunks->runs();
+        // A wrapped panel is two GEMMs: a 16-bit C sums them apart.
+        const bool wrapped_sums = sums_apart && runs.size() > 1;
+        if (wrapped_sums) begin_sums();
         // The last tile in column parts only where its panel is one run (one GEMM a part).
         const bool drain_now = drains_in_parts && tw.t == last_tile && runs.size() == 1;
         const std::vector<CPart> parts =
@@ -735,6 +801,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                     g.n = part.cols;
                     g.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
                     accesses.push_back(overwrite ? tile::writes(part.slot) : tile::updates(part.slot));
+                } else if (wrapped_sums) {
+                    accesses = sum_into(g, overwrite, std::move(accesses));
                 } else {
                     accesses = c_accesses(tw, overwrite, std::move(accesses));
                 }
@@ -742,6 +810,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                     accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", part.lane);
             }
         }
+        if (wrapped_sums) round_sums();
     };
     // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
     auto step = [&](const TileWork& tw, std::uint64_t kc) {

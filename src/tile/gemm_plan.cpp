@@ -712,17 +712,19 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     const std::uint64_t w = gemm_input_bytes(p.type);
     const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
                             plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m &&
-                            p.m % plan.tile_m == 0 && !p.narrow_c && !p.trans_a;
+                            p.m % plan.tile_m == 0 && !p.trans_a;
     if (!fits_shape) {
         if (chunk_k == 0) return plan;
         throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k with two or more "
-                                             "panels of equal rows, an f32 C and A not transposed has its "
-                                             "panel in chunks",
+                                             "panels of equal rows and A not transposed has its panel in "
+                                             "chunks",
                                              describe(p)));
     }
-    // What the plan holds besides its A panel ring.
-    const std::uint64_t others = plan.device_bytes - std::uint64_t{plan.a_slots} * plan.a_slot_bytes;
     const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
+    // A 16-bit C: the first and last tiles' per-chunk sums in one f32 tile.
+    const std::uint64_t acc = p.narrow_c ? align_up(plan.tile_m * plan.tile_n * 4, align) : 0;
+    // What the plan holds besides its A panel ring.
+    const std::uint64_t others = plan.device_bytes - std::uint64_t{plan.a_slots} * plan.a_slot_bytes + acc;
     struct Cut {
         std::uint64_t chunk_k = 0, chunks = 0, prefetch = 0, bytes = 0;
     };
@@ -730,7 +732,8 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     auto cut = [&](std::uint64_t ck) -> std::optional<Cut> {
         if (ck == 0 || ck >= p.k || p.k % ck != 0) return std::nullopt;
         const std::uint64_t bytes = plan.tile_m * ck * w;
-        if (bytes % align != 0 || others > limits.budget_bytes) return std::nullopt;
+        if (bytes % align != 0 || others > limits.budget_bytes || acc > limits.max_buffer_bytes)
+            return std::nullopt;
         const std::uint64_t chunks = p.k / ck;
         const std::uint64_t slots = std::min((limits.budget_bytes - others) / bytes, 2 * chunks);
         if (slots < chunks || slots * bytes > limits.max_buffer_bytes) return std::nullopt;
@@ -761,6 +764,7 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     }
     GemmPlan out = plan;
     out.a_chunk_k = best->chunk_k;
+    out.acc_bytes = acc;
     out.a_slot_bytes = best->bytes;
     out.a_slots = static_cast<std::uint32_t>(best->chunks + best->prefetch);
     out.prefetch_chunks = static_cast<std::uint32_t>(best->prefetch);

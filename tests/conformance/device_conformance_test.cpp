@@ -8,7 +8,7 @@
 // is bit-exact for odd sizes and offsets between every pair of kinds and touches
 // nothing outside its range; fill; queue order; events across queues (CUDA
 // semantics); host waits; failures reported once; HostCached flush/invalidate; GEMM;
-// the edge fill of filter halos.
+// the edge fill of filter halos; f32 ↔ bf16/f16 conversions.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -704,6 +704,105 @@ TEST_P(DeviceConformance, PadEdgesMatchesTheHostFill) {
            .image_cols = 64,
            .row_stride = 256};
     EXPECT_THROW(dev().kernels().pad_edges(*q, {.area = bad, .buffer = b}), UsageError) << "view too small";
+    EXPECT_NO_THROW(q->synchronize());
+}
+
+// f32 → bf16/f16 rounds as f32_to_bf16 / f32_to_f16 do (nearest even; a NaN stays a
+// NaN), bf16/f16 → f32 is exact, on every backend that says it converts; the others
+// refuse, as every backend refuses other pairs, short views and overlapping ones.
+TEST_P(DeviceConformance, ConvertRoundsAsTheHostDoes) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto q = dev().create_queue();
+    outcore::Kernels& k = dev().kernels();
+    // Random bit patterns (every exponent, NaNs and infinities among them), values
+    // halfway between two 16-bit ones, and the edges.
+    std::vector<std::uint32_t> words;
+    for (std::uint32_t v : {0x00000000U, 0x80000000U, 0x7F800000U, 0xFF800000U, 0x7FC00000U, 0x00000001U,
+                            0x3F808000U, 0x3F818000U, 0x477FF000U, 0x477FE000U, 0x33000000U, 0x387FC000U})
+        words.push_back(v);
+    for (int i = 0; i < 3000; ++i) {
+        const auto r = static_cast<std::uint32_t>(rng());
+        words.push_back(i % 3 == 0 ? (r & 0xFFFF0000U) | 0x8000U : r);  // bf16 ties, then anything
+        words.push_back((r & 0xFFFFE000U) | 0x1000U);                   // f16 ties (in range or not)
+    }
+    const std::uint64_t count = words.size();
+    std::vector<std::byte> f32_bytes(count * 4);
+    std::memcpy(f32_bytes.data(), words.data(), f32_bytes.size());
+    for (const DType narrow : {DType::BF16, DType::F16}) {
+        SCOPED_TRACE(outcore::to_string(narrow));
+        const bool to = k.supports_convert(DType::F32, narrow);
+        const bool from = k.supports_convert(narrow, DType::F32);
+        EXPECT_EQ(to, from) << "a backend converts both ways or neither";
+        const auto round = narrow == DType::BF16 ? outcore::f32_to_bf16 : outcore::f32_to_f16;
+        const auto widen = narrow == DType::BF16 ? outcore::bf16_to_f32 : outcore::f16_to_f32;
+        // Inputs and outputs at odd element offsets inside larger blocks.
+        const Block in = make_block(*q, MemoryKind::Device, f32_bytes);
+        const Block out = dev().allocate({.bytes = count * 2 + 512, .kind = MemoryKind::Device});
+        const BufferView narrow_view(out, 256, count * 2);
+        const outcore::ConvertArgs down{
+            .from = DType::F32, .to = narrow, .count = count, .in = in, .out = narrow_view};
+        if (!to) {
+            EXPECT_THROW(k.convert(*q, down), UsageError);
+            continue;
+        }
+        k.convert(*q, down);
+        const std::vector<std::byte> got = read(*q, narrow_view);
+        std::uint64_t wrong = 0;
+        std::vector<std::uint16_t> bits(count);
+        for (std::uint64_t i = 0; i < count; ++i) {
+            float v = 0;
+            std::memcpy(&v, &words[i], 4);
+            std::memcpy(&bits[i], got.data() + i * 2, 2);
+            const std::uint16_t want = round(v);
+            const bool ok = std::isnan(v) ? std::isnan(widen(bits[i])) : bits[i] == want;
+            if (!ok && ++wrong <= 3)
+                ADD_FAILURE() << std::hex << words[i] << " → " << bits[i] << ", not " << want;
+        }
+        EXPECT_EQ(wrong, 0U);
+        // And back: every 16-bit value widens exactly.
+        const Block wide = dev().allocate({.bytes = count * 4 + 4, .kind = MemoryKind::Device});
+        const BufferView wide_view(wide, 4, count * 4);
+        k.convert(*q,
+                  {.from = narrow, .to = DType::F32, .count = count, .in = narrow_view, .out = wide_view});
+        const std::vector<std::byte> back = read(*q, wide_view);
+        wrong = 0;
+        for (std::uint64_t i = 0; i < count; ++i) {
+            float v = 0;
+            std::memcpy(&v, back.data() + i * 4, 4);
+            const float want = widen(bits[i]);
+            const bool ok = std::isnan(want) ? std::isnan(v) : std::memcmp(&v, &want, 4) == 0;
+            if (!ok && ++wrong <= 3) ADD_FAILURE() << std::hex << bits[i] << " → " << v << ", not " << want;
+        }
+        EXPECT_EQ(wrong, 0U);
+        // What every backend refuses before anything is enqueued.
+        EXPECT_THROW(
+            k.convert(*q,
+                      {.from = DType::F32, .to = narrow, .count = count + 1, .in = in, .out = narrow_view}),
+            UsageError)
+            << "views too small";
+        EXPECT_THROW(k.convert(*q, {.from = DType::F32,
+                                    .to = narrow,
+                                    .count = 64,
+                                    .in = BufferView(in, 0, 256),
+                                    .out = BufferView(in, 128, 128)}),
+                     UsageError)
+            << "overlapping views";
+        EXPECT_NO_THROW(k.convert(*q, {.from = DType::F32,
+                                       .to = narrow,
+                                       .count = 32,
+                                       .in = BufferView(in, 0, 128),
+                                       .out = BufferView(in, 128, 64)}))
+            << "adjacent views of one block";
+    }
+    EXPECT_FALSE(k.supports_convert(DType::F32, DType::F64));
+    EXPECT_FALSE(k.supports_convert(DType::BF16, DType::F16));
+    const Block b = dev().allocate({.bytes = 4096});
+    EXPECT_THROW(k.convert(*q, {.from = DType::F32,
+                                .to = DType::F64,
+                                .count = 8,
+                                .in = BufferView(b, 0, 64),
+                                .out = BufferView(b, 64, 64)}),
+                 UsageError);
     EXPECT_NO_THROW(q->synchronize());
 }
 

@@ -52,6 +52,18 @@ struct GemmTileArgs {
     return a.narrow_c && is_16bit_float(a.type) ? a.type : gemm_c_dtype(a.type);
 }
 
+/// out[i] = in[i] in another float type, i < count, both views packed: f32 to bf16 or
+/// f16 rounds to nearest even (f32_to_bf16, f32_to_f16: NaN stays a quiet NaN), bf16 or
+/// f16 to f32 is exact. A GEMM's f32 sums become a 16-bit C this way where they are
+/// accumulated over several calls (a chunked A panel's first tiles, ops/gemm.cpp).
+struct ConvertArgs {
+    DType from = DType::F32;
+    DType to = DType::BF16;
+    std::uint64_t count = 0;
+    BufferView in{};
+    BufferView out{};  ///< must not overlap `in`
+};
+
 /// Which filter a FilterTileArgs runs.
 enum class FilterOp : unsigned char {
     SeparableRow,     ///< horizontal 1-D pass: out(r, c) = Σ_t w[t]·in(r, c + t), f32 out
@@ -119,6 +131,19 @@ public:
         return is_16bit_float(type) && do_supports_narrow_c(type);
     }
 
+    /// Enqueues one conversion (ConvertArgs) on `queue`. Throws UsageError for a pair of
+    /// types that is not f32 ↔ bf16/f16, views too small or overlapping, and a backend
+    /// without it (supports_convert says which).
+    void convert(Queue& queue, const ConvertArgs& args);
+    /// True when convert accepts this pair of types.
+    [[nodiscard]] bool supports_convert(DType from, DType to) const noexcept {
+        return is_float_conversion(from, to) && do_supports_convert(from, to);
+    }
+    /// f32 to a 16-bit float or back: the conversions ConvertArgs describes.
+    [[nodiscard]] static constexpr bool is_float_conversion(DType from, DType to) noexcept {
+        return (from == DType::F32 && is_16bit_float(to)) || (is_16bit_float(from) && to == DType::F32);
+    }
+
     /// Enqueues one filter tile on `queue`. Throws UsageError for sizes that do not
     /// fit the views or an unsupported type.
     void filter(Queue& queue, const FilterTileArgs& args);
@@ -131,6 +156,11 @@ private:
     virtual void do_gemm(Queue& queue, const GemmTileArgs& args) = 0;
     /// Optional; the default has none.
     [[nodiscard]] virtual bool do_supports_narrow_c(DType /*type*/) const noexcept { return false; }
+    /// Optional; the default has none (do_convert throws UsageError).
+    [[nodiscard]] virtual bool do_supports_convert(DType /*from*/, DType /*to*/) const noexcept {
+        return false;
+    }
+    virtual void do_convert(Queue& queue, const ConvertArgs& args);
     /// Optional; the default throws UsageError ("this backend has no filter kernels").
     virtual void do_filter(Queue& queue, const FilterTileArgs& args);
     /// Optional; the default throws UsageError ("this backend has no edge-fill kernel").

@@ -115,8 +115,10 @@ struct GemmOptions {
     /// during the current row in the budget a whole second panel would not fit: unset,
     /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels: chunked wherever
     /// tile::chunk_a_panel finds a chunk that prefetches anything); 0, never; else
-    /// chunks of this many columns (UsageError where the plan cannot have them). Never
-    /// with split_c_tiles, one_call_per_chunk or next_tiles.
+    /// chunks of this many columns (UsageError where the plan cannot have them). A 16-bit
+    /// C also takes an f32 tile of sums from the budget and needs Kernels::convert (the
+    /// default leaves its panel whole where the device lacks it). Never with
+    /// split_c_tiles, one_call_per_chunk or next_tiles.
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;
     /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
     /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits

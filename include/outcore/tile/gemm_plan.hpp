@@ -108,6 +108,11 @@ struct GemmPlan {
     /// panel (two where it wraps round the ring); prefetch_chunks of the next panel go
     /// up in pieces beside those middle tiles.
     std::uint64_t a_chunk_k = 0;
+    /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
+    /// tile of tile_m × tile_n (aligned) where a row's first and last tiles sum their
+    /// per-chunk GEMMs before one conversion rounds them into the C slot; the tiles
+    /// between go through one GEMM that rounds as it stores. In device_bytes.
+    std::uint64_t acc_bytes = 0;
     std::uint64_t a_slot_bytes = 0;       ///< one A chunk, tile_m × tile_k (× a_chunk_k where set)
     std::uint64_t b_slot_bytes = 0;       ///< one B chunk, tile_k × tile_n
     std::uint64_t c_slot_bytes = 0;       ///< one C tile (f32 for bf16)
@@ -179,8 +184,10 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
                                        std::uint32_t c_slots = 0);
 
 /// The plan with its A panel ring cut along k (GemmPlan::a_chunk_k): an APanelResident
-/// plan with tile_k = k, at least two panels of tile_m rows each (m a multiple of tile_m),
-/// an f32 C (not narrow) and A not transposed. chunk_k 0 picks the chunk — of k halved
+/// plan with tile_k = k, at least two panels of tile_m rows each (m a multiple of tile_m)
+/// and A not transposed. A 16-bit C (narrow_c) also takes an f32 tile of sums
+/// (GemmPlan::acc_bytes) out of the budget, and needs a device that converts f32 to the
+/// C type (Kernels::supports_convert; the executor checks). chunk_k 0 picks the chunk — of k halved
 /// down to kMinPanelChunkK, those whose spare regions hold at least one chunk of the next
 /// panel, the nearest to kPanelChunkK — and returns the plan unchanged where none
 /// prefetches anything; a given chunk_k must divide k and fit (UsageError otherwise).

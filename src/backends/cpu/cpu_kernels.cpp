@@ -98,6 +98,44 @@ bool CpuKernels::do_supports_gemm(DType type, GemmCompute compute) const noexcep
     }
 }
 
+bool CpuKernels::do_supports_convert(DType /*from*/, DType /*to*/) const noexcept {
+    return true;  // every pair Kernels::supports_convert asks about
+}
+
+void CpuKernels::do_convert(Queue& queue, const ConvertArgs& args) {
+    auto* cpu_queue = dynamic_cast<CpuQueue*>(&queue);
+    if (cpu_queue == nullptr || &queue.device() != device_) {
+        throw UsageError(kComponent, "convert: the queue belongs to another device");
+    }
+    if (args.in.block.device_id != device_->id() || args.out.block.device_id != device_->id()) {
+        throw UsageError(kComponent, "convert: a view belongs to another device");
+    }
+    const std::byte* in = address_of(args.in);
+    std::byte* out = address_of(args.out);
+    const std::uint64_t count = args.count;
+    if (args.from == DType::F32) {
+        const auto narrow_of = args.to == DType::BF16 ? f32_to_bf16 : f32_to_f16;
+        cpu_queue->enqueue([=] {
+            for (std::uint64_t i = 0; i < count; ++i) {
+                float v = 0;
+                std::memcpy(&v, in + i * 4, sizeof v);
+                const std::uint16_t bits = narrow_of(v);
+                std::memcpy(out + i * 2, &bits, sizeof bits);
+            }
+        });
+        return;
+    }
+    const auto widen = args.from == DType::BF16 ? bf16_to_f32 : f16_to_f32;
+    cpu_queue->enqueue([=] {
+        for (std::uint64_t i = 0; i < count; ++i) {
+            std::uint16_t bits = 0;
+            std::memcpy(&bits, in + i * 2, sizeof bits);
+            const float v = widen(bits);
+            std::memcpy(out + i * 4, &v, sizeof v);
+        }
+    });
+}
+
 void CpuKernels::do_gemm(Queue& queue, const GemmTileArgs& args) {
     auto* cpu_queue = dynamic_cast<CpuQueue*>(&queue);
     if (cpu_queue == nullptr || &queue.device() != device_) {

@@ -23,6 +23,9 @@ private:
     /// addresses now and enqueues the BLAS call on the queue's worker.
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
     [[nodiscard]] bool do_supports_narrow_c(DType type) const noexcept override;
+    /// f32 ↔ bf16/f16 (ConvertArgs) on the queue's worker.
+    [[nodiscard]] bool do_supports_convert(DType from, DType to) const noexcept override;
+    void do_convert(Queue& queue, const ConvertArgs& args) override;
     /// Filter tiles (u8/u16/f32, 1–4 channels, Conv2D up to 15×15), vectorized and
     /// split over a shared thread pool on the queue's worker; in cpu_filters.cpp.
     void do_filter(Queue& queue, const FilterTileArgs& args) override;

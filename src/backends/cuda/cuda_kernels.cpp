@@ -10,6 +10,7 @@
 
 #include "cuda_blas.hpp"
 #include "cuda_check.hpp"
+#include "cuda_convert.hpp"
 #include "cuda_device.hpp"
 #include "cuda_filters.hpp"
 #include "cuda_queue.hpp"
@@ -222,6 +223,23 @@ void CudaKernels::do_filter(Queue& queue, const FilterTileArgs& args) {
     q.submit([launch = std::shared_ptr<const FilterLaunch>(std::move(launch)), max_shared,
               force_global](cudaStream_t stream) {
         OUTCORE_CUDA_CHECK(launch_filter(*launch, stream, max_shared, force_global));
+    });
+}
+
+bool CudaKernels::do_supports_convert(DType /*from*/, DType /*to*/) const noexcept {
+    return true;  // every pair Kernels::supports_convert asks about (cuda_convert.cu)
+}
+
+void CudaKernels::do_convert(Queue& queue, const ConvertArgs& args) {
+    CudaQueue& q = own_queue(queue, "convert");
+    check_kernel_view(*device_, "convert", "in", args.in, dtype_bytes(args.from));
+    check_kernel_view(*device_, "convert", "out", args.out, dtype_bytes(args.to));
+    auto kind = [](DType t) {
+        return t == DType::BF16 ? FloatKind::BF16 : t == DType::F16 ? FloatKind::F16 : FloatKind::F32;
+    };
+    q.submit([from = kind(args.from), to = kind(args.to), in = device_address(args.in),
+              out = device_address(args.out), count = args.count](cudaStream_t stream) {
+        OUTCORE_CUDA_CHECK(launch_convert(from, to, in, out, count, stream));
     });
 }
 

@@ -8,6 +8,7 @@
 //   bf16 Exact     CUDA_R_16BF A and B, CUDA_R_32F C, CUBLAS_COMPUTE_32F
 // Operands and filter tiles must be Device or HostPinned memory (the GPU reads pinned
 // memory over PCIe); HostCached memory is pageable and refused with UsageError.
+// Conversions f32 ↔ bf16/f16 (cuda_convert.cu) for a 16-bit C summed over several calls.
 // Filters: u8/u16/f32, 1–4 channels, the CPU backend's limits (Conv2D up to 15×15)
 // and its bits.
 #pragma once
@@ -34,6 +35,8 @@ public:
 private:
     void do_gemm(Queue& queue, const GemmTileArgs& args) override;
     [[nodiscard]] bool do_supports_narrow_c(DType type) const noexcept override;
+    [[nodiscard]] bool do_supports_convert(DType from, DType to) const noexcept override;
+    void do_convert(Queue& queue, const ConvertArgs& args) override;
     void do_filter(Queue& queue, const FilterTileArgs& args) override;
     void do_pad_edges(Queue& queue, const PadEdgesArgs& args) override;
     bool do_supports_gemm(DType type, GemmCompute compute) const noexcept override;

@@ -4,7 +4,8 @@
 // transposes, β = 0 and β ≠ 0 (the input C widened), packed and device-readable C,
 // and the planner's own choice; C's downloads are half the f32 run's. Every plan has
 // one k chunk (a 16-bit C holds no partial sums): the planner only makes such plans
-// and a forced shallower tile_k is a UsageError, as is a 16-bit C for f32 inputs.
+// and a forced shallower tile_k is a UsageError, as is a 16-bit C for f32 inputs. With
+// the A panel in chunks the tiles made of several GEMMs sum in an f32 tile and round once.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -173,6 +174,62 @@ TEST(GemmNarrowC, ThePlannerKeepsTheWholeKInOneChunk) {
                                      r16.report.plan.tile_m, r16.report.plan.tile_n, pb.k);
     const Result r32 = run(*device, pb, DType::F32, true, &wide);
     expect_rounded(r16.c, r32.c);
+    expect_nothing_held(*device);
+}
+
+/// `pb`'s a-panel plan of tm × tn tiles over the whole k with its panel in chunks of ck
+/// columns and room for `spare` chunks of the next panel (chunk_a_panel), for a C of
+/// `c_type`: a 16-bit C also holds an f32 tile of sums.
+GemmPlan chunked_plan(outcore::Device& device, Problem& pb, DType c_type, std::uint64_t tm, std::uint64_t tn,
+                      std::uint64_t ck, std::uint64_t spare) {
+    const GemmPlan whole = fixed_plan(device, pb, c_type, GemmSchedule::APanelResident, tm, tn, pb.k);
+    const std::uint64_t align = device.info().min_offset_alignment;
+    const std::uint64_t sums = whole.problem.narrow_c ? outcore::align_up(tm * tn * 4, align) : 0;
+    outcore::tile::PlanLimits limits{.min_offset_alignment = align};
+    limits.budget_bytes = whole.device_bytes - std::uint64_t{whole.a_slots} * whole.a_slot_bytes + sums +
+                          (pb.k / ck + spare) * tm * ck * 2;
+    return outcore::tile::chunk_a_panel(whole, limits, ck);
+}
+
+// With the A panel in chunks (GemmPlan::a_chunk_k) a row's first and last tiles, and any
+// tile whose panel wraps round the ring, are several GEMMs: a 16-bit C sums them in an
+// f32 tile and rounds once, so the result is still the f32-C run of the same plan
+// rounded, bit for bit — with none, some or all of the next panel ahead (wrapped or
+// not), β = 0 or not, one lane or two, packed or device-readable C.
+TEST(GemmNarrowC, AChunkedPanelSumsInF32AndRoundsOnce) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (int variant = 0; variant < 8; ++variant) {
+        const DType type = variant % 2 == 0 ? DType::BF16 : DType::F16;
+        const std::uint64_t tm = 32, ck = 16, chunks = 2 + rng() % 3, rows = 2 + rng() % 2;
+        const std::uint64_t spare = variant % 3 == 0 ? 0 : variant % 3 == 1 ? 1 : chunks;
+        Problem pb(rng, tm * rows, 50 + rng() % 60, ck * chunks, type, false, rng() % 2 == 0,
+                   variant % 4 < 2 ? 0.0 : -0.5);
+        pb.options.one_call_per_chunk = false;
+        pb.options.compute_lanes = variant % 4 == 1 || variant % 4 == 3 ? 2U : 1U;
+        const std::uint64_t tn = 16 + rng() % 24;
+        const GemmPlan narrow = chunked_plan(*device, pb, type, tm, tn, ck, spare);
+        const GemmPlan wide = chunked_plan(*device, pb, DType::F32, tm, tn, ck, spare);
+        SCOPED_TRACE(testing::Message()
+                     << outcore::to_string(type) << " " << pb.m << "x" << pb.n << "x" << pb.k << " tiles "
+                     << tm << "x" << tn << ", " << spare << " spare, beta " << pb.options.beta << ", "
+                     << pb.options.compute_lanes << " lanes");
+        ASSERT_EQ(narrow.a_chunk_k, ck);
+        ASSERT_EQ(wide.a_chunk_k, ck);
+        ASSERT_EQ(narrow.a_slots, chunks + spare);
+        ASSERT_EQ(wide.a_slots, narrow.a_slots);  // the same ring: the same GEMMs
+        EXPECT_GE(narrow.acc_bytes, tm * tn * 4);
+        EXPECT_EQ(wide.acc_bytes, 0U);
+        for (const bool direct : {false, true}) {
+            SCOPED_TRACE(direct ? "device-readable C" : "packed C");
+            const Result r32 = run(*device, pb, DType::F32, direct, &wide);
+            const Result r16 = run(*device, pb, type, direct, &narrow);
+            expect_rounded(r16.c, r32.c);
+            EXPECT_EQ(r16.report.peak_device_bytes, narrow.device_bytes);
+            EXPECT_LE(narrow.device_bytes, narrow.acc_bytes + wide.device_bytes);
+            EXPECT_EQ(r16.report.pipeline.bytes_downloaded * 2, r32.report.pipeline.bytes_downloaded);
+        }
+    }
     expect_nothing_held(*device);
 }
 

@@ -77,6 +77,50 @@ TEST(GemmChunkedPanel, PicksTheChunkNearestTheBestMeasuredThatPrefetches) {
     }
 }
 
+// A 16-bit C sums a chunked tile's GEMMs in an f32 tile (GemmPlan::acc_bytes) out of the
+// budget: the bf16 1.5 GiB case's plan (16384×1536 tiles, 3 C slots) has 176 MiB spare,
+// which after the 96 MiB of sums holds one chunk of 2048 columns (64 MiB), not of 4096.
+// Where the sums leave no spare chunk, the panel stays whole.
+TEST(GemmChunkedPanel, ASixteenBitCPaysForItsTileOfSums) {
+    const GemmProblem p{.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
+    const PlanLimits lim{.budget_bytes = 1536 * kMiB, .min_offset_alignment = 256};
+    const GemmPlan whole = plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 1536, 32768, 1, 3);
+    const std::uint64_t others = whole.device_bytes - std::uint64_t{whole.a_slots} * whole.a_slot_bytes;
+    const std::uint64_t sums = 16384ULL * 1536 * 4;
+    const GemmPlan chunked = chunk_a_panel(whole, lim);
+    EXPECT_EQ(chunked.acc_bytes, sums);
+    EXPECT_EQ(chunked.a_chunk_k, 2048U);
+    EXPECT_EQ(chunked.prefetch_chunks, (lim.budget_bytes - others - sums) / (16384 * 2048 * 2) - 16);
+    EXPECT_EQ(chunked.prefetch_chunks, 1U);
+    EXPECT_EQ(chunked.device_bytes, others + sums + std::uint64_t{chunked.a_slots} * chunked.a_slot_bytes);
+    EXPECT_LE(chunked.device_bytes, lim.budget_bytes);
+    EXPECT_EQ(chunked.bytes_moved, whole.bytes_moved);
+    // The same plan with an f32 C has no tile of sums.
+    GemmProblem wide = p;
+    wide.narrow_c = false;
+    const PlanLimits roomy{.budget_bytes = 4 * kGiB, .min_offset_alignment = 256};
+    EXPECT_EQ(chunk_a_panel(
+                  plan_gemm_fixed(wide, roomy, GemmSchedule::APanelResident, 16384, 1536, 32768, 1, 3), roomy)
+                  .acc_bytes,
+              0U);
+    // Room for the whole panel and the sums but no spare chunk: left whole; asked, fits.
+    PlanLimits tight = lim;
+    tight.budget_bytes = others + std::uint64_t{16} * 16384 * 2048 * 2 + sums;
+    const GemmPlan snug = plan_gemm_fixed(p, tight, GemmSchedule::APanelResident, 16384, 1536, 32768, 1, 3);
+    const GemmPlan left = chunk_a_panel(snug, tight);
+    EXPECT_EQ(left.a_chunk_k, 0U);
+    EXPECT_EQ(left.acc_bytes, 0U);
+    const GemmPlan asked = chunk_a_panel(snug, tight, 2048);
+    EXPECT_EQ(asked.prefetch_chunks, 0U);
+    EXPECT_EQ(asked.device_bytes, tight.budget_bytes);
+    tight.budget_bytes -= 256;
+    EXPECT_THROW(
+        (void)chunk_a_panel(plan_gemm_fixed(p, tight, GemmSchedule::APanelResident, 16384, 1536, 32768, 1, 3),
+                            tight, 2048),
+        outcore::UsageError)
+        << "the sums do not fit beside a whole panel";
+}
+
 TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
     const PlanLimits lim{.budget_bytes = 3 * kGiB, .min_offset_alignment = 256};
     auto expect_left_whole = [&](const GemmPlan& plan, const PlanLimits& limits, const char* why) {
@@ -89,9 +133,6 @@ TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
     p.trans_a = true;
     expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
                       "transposed A");
-    p = {.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
-    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
-                      "a bf16 C");
     p = tf32_case();
     expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 4096), lim,
                       "k already in chunks");
