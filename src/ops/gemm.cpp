@@ -75,7 +75,8 @@ private:
 /// The first GEMM of an A-panel run waits for a whole panel chunk (1 GiB for the f32 plan on
 /// the H200, 20-25 ms at the link's rate) before the device does anything. Each A ring slot
 /// is therefore made of kFirstChunkPieces regions along k, every chunk goes up piece by
-/// piece, and the run's first GEMM is issued per piece, so the device starts after the first
+/// piece, and the run's first GEMM — for an A panel, every chunk of each row's first tile,
+/// which may still be landing — is issued per piece, so the device starts after the first
 /// piece; later GEMMs read every piece at once. Square-C runs stream their A chunks the same
 /// way (the Vulkan plan's first GEMM waited 4.5 ms on an H100 for a 96 MiB A chunk and its B
 /// chunk), where A is device-readable (packed pieces would each hold a chunk-sized staging
@@ -824,10 +825,16 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         const std::uint64_t b_bytes = kn * tw.nj * w;
         tile::SlotId as{};
         tile::SlotId bs{};
-        // Before the first GEMM goes piece by piece, its B chunk goes up ahead of the A
-        // pieces (uploads run in program order), so the first piece's GEMM can start.
-        const bool b_first = first_gemm && !a_pieces.empty();
-        if (b_first) {
+        // The run's first GEMM, and an A panel row's first tile (its chunks may still be
+        // landing), go piece by piece; their B chunk goes up ahead of the A pieces (uploads
+        // run in program order), so the first piece's GEMM can start. A row's first B may
+        // be up already (b_ahead, below).
+        const bool pieced = !a_pieces.empty() && (first_gemm || (a_panel && tw.inner == 0));
+        first_gemm = false;
+        const bool b_first = pieced || b_ahead;
+        if (b_ahead) {
+            bs = *std::exchange(b_ahead, std::nullopt);
+        } else if (b_first) {
             bs = b_ring[b_next++ % b_ring.size()];
             b_cut.upload(p, bs, tw.j0, k0, tw.nj, kn);
         }
@@ -847,7 +854,18 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // The next panel goes up behind this step's streamed chunk, never in
         // front of it: an upload that must wait for a slot to be released would
         // otherwise hold up the chunks the next steps need.
-        if (tw.has_next_panel && tw.inner > 0) panel.prefetch(tw.inner + 1 == inner_count, kc);
+        const bool last_in_row = tw.inner + 1 == inner_count;
+        if (tw.has_next_panel && tw.inner > 0 && last_in_row && kc + 1 == k_chunks && a_panel &&
+            !a_pieces.empty() && b_ring.size() > 1 && panel.releases_next_first(kc)) {
+            // The next panel's first chunk goes up now, behind the row's last step: the next
+            // row's first B goes ahead of it, so that row's first GEMM can start on its first
+            // piece. Only at the row's last step: no later step of it needs a B slot.
+            const tile::TileRect next_rect = grid.tile(tw.t / inner_count + 1, 0);
+            b_ahead = b_ring[b_next++ % b_ring.size()];
+            b_cut.upload(p, *b_ahead, next_rect.col, 0, next_rect.size.cols,
+                         std::min(plan.tile_k, problem.k));
+        }
+        if (tw.has_next_panel && tw.inner > 0) panel.prefetch(last_in_row, kc);
         if (tw.has_next_panel && tw.inner == 0 && inner_count == 1) panel.prefetch(true, kc);
         GemmTileArgs args = tile_args(tw);
         args.k = kn;
@@ -869,8 +887,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         } else {
             for (const tile::SlotId r : a_pieces[as.index]) ab.push_back(tile::reads(r));
         }
-        const bool first_in_pieces = !a_pieces.empty() && std::exchange(first_gemm, false);
-        if (!first_in_pieces) {
+        if (!pieced) {
             // One GEMM per C part where the parts are split across lanes, and for the
             // last tile's last chunk (kDrainParts); else one over the whole tile.
             const bool drain_now = drains_in_parts && tw.t == last_tile && kc + 1 == k_chunks;
@@ -897,7 +914,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 lane);
             return;
         }
-        // The run's first GEMM, one per piece: k columns [k1, k1 + kr) of the A chunk
+        // One GEMM per piece: k columns [k1, k1 + kr) of the A chunk
         // (contiguous, ld mi) and the matching rows of the B chunk.
         const std::vector<tile::SlotId>& pieces = a_pieces[as.index];
         args.c = c_whole(tw);

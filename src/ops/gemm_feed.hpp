@@ -161,6 +161,12 @@ public:
         }
     }
 
+    /// Whether prefetch(true, kc) on the current panel's last tile will send the next
+    /// panel's first chunk up (it is not up yet and step kc frees its slot).
+    [[nodiscard]] bool releases_next_first(std::uint64_t kc) const noexcept {
+        return at_.next_on != 0 && declared_next_ == 0 && 1 <= kc + prefetch_;
+    }
+
 private:
     [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t kc) const {
         return ring_[(panel * k_chunks_ + kc) % ring_.size()];

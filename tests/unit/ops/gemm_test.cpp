@@ -914,15 +914,19 @@ TEST(Gemm, DeviceCacheMakesRepeatedRunsAllocateNoDeviceMemory) {
     EXPECT_EQ(device->allocated_bytes(MemoryKind::Device), 0U);
 }
 
-// A-panel runs send each A chunk up in k-pieces and issue the run's first GEMM piece
+// A-panel runs send each A chunk up in k-pieces and issue each row's first tile piece
 // by piece (ops/gemm.cpp, kFirstChunkPieces), so the device starts before a whole
-// chunk has landed. Chunks of a full and a short k, every B layout, β ≠ 0, both lanes.
+// chunk has landed; square-C runs their first GEMM. Chunks of a full and a short k,
+// every B layout, β ≠ 0, both lanes; an A panel with the next panel's first chunk
+// prefetched, or (a budget with no room for it) going up behind the row's last step
+// with the next row's first B ahead of it.
 TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
     for (const GemmSchedule s : {GemmSchedule::APanelResident, GemmSchedule::SquareC}) {
         for (const bool tb : {false, true}) {
             for (const std::uint32_t lanes : {1U, 2U}) {
+                const bool tight = s == GemmSchedule::APanelResident && lanes == 2;
                 Case cs{.m = 256,
                         .n = 200,
                         .k = 1500,  // chunks of 1024 (4 pieces of 256) and 476 (2 pieces)
@@ -939,6 +943,12 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                 Bound bound(cs, rng);
                 auto& [ops, a, b, c, c0, o] = bound;
                 o.budget_bytes = cs.budget_bytes;
+                if (tight) {
+                    // No spare A slot: the next panel's first chunk waits for the row's last step.
+                    const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
+                    ASSERT_GT(roomy.prefetch_chunks, 0U);
+                    o.budget_bytes = roomy.device_bytes - roomy.prefetch_chunks * roomy.a_slot_bytes;
+                }
                 // Square-C streams A in pieces only from device-readable memory.
                 const bool square = s == GemmSchedule::SquareC;
                 if (square) {
@@ -950,10 +960,14 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                 const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
                 EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
                           error_bound(cs.type, cs.compute, cs.k));
-                // The first GEMM is four: three more kernel calls than the plan's (the
-                // last tile, 8 columns wide, drains whole).
+                // Square-C: the first GEMM is four, three more kernel calls than the
+                // plan's. A panel: each row's first tile is 4 + 2, four more a row. (The
+                // last tile, 8 columns wide, drains whole.)
                 EXPECT_EQ(r.drain_parts, 1U);
-                EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + 3);
+                EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + (square ? 3 : 2 * 4));
+                if (tight) {
+                    EXPECT_EQ(r.plan.prefetch_chunks, 0U);
+                }
                 // Every piece is its own upload: A as 4 + 2 pieces for each of 2 panels
                 // (a-panel) or 6 tiles (square-c); 6 tiles × 2 B chunks; 6 C tiles in.
                 const std::uint64_t a_chunks = s == GemmSchedule::APanelResident ? 2 : 6;
@@ -963,6 +977,44 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
             }
         }
     }
+}
+
+// With no spare A slot the next panel's first chunk goes up behind the row's last step,
+// and the next row's first B chunk just ahead of it (so that row's first GEMM can start
+// on its first piece) — only at the row's last step: were it sent earlier, a later step
+// of the row would reuse its B slot before the next row read it (k in 4 chunks here, a
+// B ring of 2), and C would be wrong.
+TEST(Gemm, ARowsFirstBGoesUpAheadOfTheNextPanelOnlyAtTheRowsLastStep) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    for (const std::uint64_t k : {1500U, 3500U}) {
+        Case cs{.m = 384,
+                .n = 200,
+                .k = k,  // chunks of 1024 (4 pieces of 256) and a short one
+                .type = DType::F32,
+                .trans_b = rng() % 2 == 0,
+                .schedule = GemmSchedule::APanelResident,
+                .budget_bytes = 64 * outcore::kMiB,
+                .tile_m = 128,
+                .tile_n = 96,
+                .tile_k = 1024};
+        SCOPED_TRACE(describe(cs));
+        Bound bound(cs, rng);
+        auto& [ops, a, b, c, c0, o] = bound;
+        o.budget_bytes = cs.budget_bytes;
+        const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
+        o.budget_bytes = roomy.device_bytes - roomy.prefetch_chunks * roomy.a_slot_bytes;
+        const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+        ASSERT_EQ(r.plan.prefetch_chunks, 0U);
+        ASSERT_EQ(r.plan.b_slots, 2U);
+        EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, nullptr, o)),
+                  error_bound(cs.type, cs.compute, cs.k));
+        // Three rows, each first tile in pieces: 4 per full chunk, 2 for the short one.
+        const std::uint64_t extra = k == 1500 ? 3 + 1 : 3 + 3 + 3 + 1;
+        EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + 3 * extra);
+        EXPECT_EQ(r.bytes_moved, r.plan.bytes_moved);
+    }
+    expect_nothing_held(*device);
 }
 
 TEST(Gemm, PlanThenExecuteAndFixedTiles) {
