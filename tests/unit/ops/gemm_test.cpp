@@ -914,6 +914,14 @@ TEST(Gemm, DeviceCacheMakesRepeatedRunsAllocateNoDeviceMemory) {
     EXPECT_EQ(device->allocated_bytes(MemoryKind::Device), 0U);
 }
 
+/// A budget for the panel plan `bound`'s options make, less its spare panel slots: no
+/// room for the next panel's chunks ahead.
+std::uint64_t budget_without_prefetch(Device& device, const Bound& bound) {
+    const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(device, bound.a, bound.b, bound.c, bound.o);
+    EXPECT_GT(roomy.prefetch_chunks, 0U) << "the budget leaves no spare panel slot to take away";
+    return roomy.device_bytes - roomy.prefetch_chunks * roomy.a_slot_bytes;
+}
+
 // A-panel runs send each A chunk up in k-pieces and issue each row's first tile piece
 // by piece (ops/gemm.cpp, kFirstChunkPieces), so the device starts before a whole
 // chunk has landed; square-C runs their first GEMM. Chunks of a full and a short k,
@@ -943,12 +951,8 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                 Bound bound(cs, rng);
                 auto& [ops, a, b, c, c0, o] = bound;
                 o.budget_bytes = cs.budget_bytes;
-                if (tight) {
-                    // No spare A slot: the next panel's first chunk waits for the row's last step.
-                    const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
-                    ASSERT_GT(roomy.prefetch_chunks, 0U);
-                    o.budget_bytes = roomy.device_bytes - roomy.prefetch_chunks * roomy.a_slot_bytes;
-                }
+                // No spare A slot: the next panel's first chunk waits for the row's last step.
+                if (tight) o.budget_bytes = budget_without_prefetch(*device, bound);
                 // Square-C streams A in pieces only from device-readable memory.
                 const bool square = s == GemmSchedule::SquareC;
                 if (square) {
@@ -1002,8 +1006,7 @@ TEST(Gemm, ARowsFirstBGoesUpAheadOfTheNextPanelOnlyAtTheRowsLastStep) {
         Bound bound(cs, rng);
         auto& [ops, a, b, c, c0, o] = bound;
         o.budget_bytes = cs.budget_bytes;
-        const outcore::tile::GemmPlan roomy = outcore::ops::plan_gemm(*device, a, b, c, o);
-        o.budget_bytes = roomy.device_bytes - roomy.prefetch_chunks * roomy.a_slot_bytes;
+        o.budget_bytes = budget_without_prefetch(*device, bound);
         const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
         ASSERT_EQ(r.plan.prefetch_chunks, 0U);
         ASSERT_EQ(r.plan.b_slots, 2U);
