@@ -754,15 +754,20 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 [&kernels, narrow](Queue& q) { kernels.convert(q, narrow); }, "convert", lane);
         };
         if (first || releasing) {
+            // A first tile takes the chunks in the order they can land; a last one (all up)
+            // in k order, which frees the regions in the order the next panel wants them.
+            std::vector<std::uint64_t> sequence = a_chunks->order();
+            if (!first) std::sort(sequence.begin(), sequence.end());
             if (sums_apart) begin_sums();
-            for (std::uint64_t kc = 0; kc < a_chunks->chunks(); ++kc) {
+            for (std::size_t i = 0; i < sequence.size(); ++i) {
+                const std::uint64_t kc = sequence[i];
                 const tile::SlotId as = a_chunks->current(kc);
                 GemmTileArgs g = args;
                 g.k = ck;
                 g.a = p.view(as).sub(0, tw.mi * ck * w);
                 g.b = b_at(0, kc * ck);
-                g.beta = kc == 0 ? options.beta : 1.0;
-                const bool overwrite = kc == 0 && !beta_nonzero;
+                g.beta = i == 0 ? options.beta : 1.0;
+                const bool overwrite = i == 0 && !beta_nonzero;
                 std::vector<tile::SlotAccess> ab{tile::reads(as), tile::reads(bs)};
                 // Before the kernel's closure copies g: sum_into points it at the sums.
                 const std::vector<tile::SlotAccess> accesses = sums_apart
@@ -775,43 +780,34 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             if (sums_apart) round_sums();
             return;
         }
+        // The tiles between: one GEMM over the whole panel (one contiguous matrix), with a
+        // piece of the next panel going up beside it. The last tile in column parts.
         a_chunks->prefetch(prefetch_cols);
-        const std::vector<ChunkedPanel::Run> runs = a_chunks->runs();
-        // A wrapped panel is two GEMMs: a 16-bit C sums them apart.
-        const bool wrapped_sums = sums_apart && runs.size() > 1;
-        if (wrapped_sums) begin_sums();
-        // The last tile in column parts only where its panel is one run (one GEMM a part).
-        const bool drain_now = drains_in_parts && tw.t == last_tile && runs.size() == 1;
+        const std::vector<tile::SlotId> regions = a_chunks->regions();
+        const bool drain_now = drains_in_parts && tw.t == last_tile;
         const std::vector<CPart> parts =
             drain_now ? c_parts(tw)
                       : std::vector<CPart>{{.slot = tw.cs, .j = 0, .cols = tw.nj, .lane = lane}};
         if (drain_now) drain_count = parts.size();
         for (const CPart& part : parts) {
-            for (const ChunkedPanel::Run& run : runs) {
-                std::vector<tile::SlotAccess> accesses{tile::reads(bs)};
-                for (const tile::SlotId r : a_chunks->regions(run.first, run.count))
-                    accesses.push_back(tile::reads(r));
-                const bool overwrite = run.first == 0 && !beta_nonzero;
-                GemmTileArgs g = args;
-                g.k = run.count * ck;
-                const BufferView first_region = p.view(run.region);
-                g.a = BufferView(first_region.block, first_region.offset, tw.mi * g.k * w);
-                g.b = b_at(part.j, run.first * ck);
-                g.beta = run.first == 0 ? options.beta : 1.0;
-                if (drain_now) {
-                    g.n = part.cols;
-                    g.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
-                    accesses.push_back(overwrite ? tile::writes(part.slot) : tile::updates(part.slot));
-                } else if (wrapped_sums) {
-                    accesses = sum_into(g, overwrite, std::move(accesses));
-                } else {
-                    accesses = c_accesses(tw, overwrite, std::move(accesses));
-                }
-                p.compute(
-                    accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", part.lane);
+            std::vector<tile::SlotAccess> accesses{tile::reads(bs)};
+            for (const tile::SlotId r : regions) accesses.push_back(tile::reads(r));
+            GemmTileArgs g = args;
+            g.k = problem.k;
+            const BufferView first_region = p.view(regions.front());
+            g.a = BufferView(first_region.block, first_region.offset, tw.mi * g.k * w);
+            g.b = b_at(part.j, 0);
+            g.beta = options.beta;
+            if (drain_now) {
+                g.n = part.cols;
+                g.c = p.view(part.slot).sub(0, tw.mi * part.cols * wc);
+                accesses.push_back(beta_nonzero ? tile::updates(part.slot) : tile::writes(part.slot));
+            } else {
+                accesses = c_accesses(tw, !beta_nonzero, std::move(accesses));
             }
+            p.compute(
+                accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", part.lane);
         }
-        if (wrapped_sums) round_sums();
     };
     // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
     auto step = [&](const TileWork& tw, std::uint64_t kc) {

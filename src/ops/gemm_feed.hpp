@@ -190,21 +190,17 @@ private:
     std::uint64_t piece_k_ = 0;
 };
 
-/// A resident A panel in chunks along k (GemmPlan::a_chunk_k): S = a_slots regions of
-/// one device slot, back to back, chunk c of panel r in region (r·K + c) mod S, so a
-/// panel is one contiguous matrix (ld tile_m) or two where it wraps round the ring.
-/// The next panel's first P = S − K chunks go into the regions the current one leaves
-/// free, in column pieces beside the row's middle tiles (prefetch); its others follow
-/// the row's last tile chunk by chunk (release). Not for a transposed A (its chunks
-/// would not join into one matrix).
+/// A resident A panel in chunks along k (GemmPlan::a_chunk_k): S = K + P regions of one
+/// device slot, back to back (K chunks a panel, P spare). Even panels hold regions
+/// [0, K), odd ones [P, S), chunk c at the window's start + c, so every panel is one
+/// contiguous matrix (ld tile_m) and each leaves the next P regions it does not use: the
+/// next panel's chunks there (an odd panel's last P, an even panel's first P) go up
+/// beside the row's middle tiles in column pieces (prefetch), the others after the row's
+/// last tile frees their regions (release). A panel's first tile takes its chunks in the
+/// order they can land (order()). Not for a transposed A (its chunks would not join into
+/// one matrix).
 class ChunkedPanel {
 public:
-    /// A run of the current panel's chunks [first, first + count) in consecutive regions.
-    struct Run {
-        std::uint64_t first = 0, count = 0;
-        tile::SlotId region{};  // the region of chunk `first`
-    };
-
     ChunkedPanel(tile::Pipeline& p, std::vector<tile::SlotId> ring, const OperandCut& cut,
                  const tile::GemmPlan& plan)
         : p_(p),
@@ -214,7 +210,8 @@ public:
           chunks_(plan.problem.k / plan.a_chunk_k),
           prefetch_(ring_.size() - chunks_),
           done_(chunks_, 0),
-          next_done_(chunks_, 0) {}
+          next_done_(chunks_, 0),
+          released_(chunks_, false) {}
 
     [[nodiscard]] std::uint64_t chunks() const noexcept { return chunks_; }
     [[nodiscard]] std::uint64_t chunk_k() const noexcept { return chunk_k_; }
@@ -227,16 +224,24 @@ public:
         at_.advance(o0, on, next_o0, next_on);
         done_.swap(next_done_);
         std::fill(next_done_.begin(), next_done_.end(), 0);
+        std::fill(released_.begin(), released_.end(), false);
     }
-    /// The region of the current panel's chunk c, it and every earlier chunk up first.
+    /// The order in which the current panel's first tile takes its chunks: those up
+    /// ahead first, then in the order the previous panel's last tile frees their regions.
+    [[nodiscard]] std::vector<std::uint64_t> order() const { return order_of(at_.panel); }
+    /// The region of the current panel's chunk c, that chunk up first.
     tile::SlotId current(std::uint64_t c) {
-        for (std::uint64_t i = 0; i <= c; ++i) fill(at_.panel, i, chunk_k_, done_, at_.o0, at_.on);
+        fill(at_.panel, c, chunk_k_, done_, at_.o0, at_.on);
         return slot(at_.panel, c);
     }
-    /// Up to `columns` more columns of the next panel's spare-region chunks.
+    /// Up to `columns` more columns of the next panel's chunks in regions the current
+    /// panel leaves free.
     void prefetch(std::uint64_t columns) {
         if (at_.next_on == 0) return;
-        for (std::uint64_t i = 0; i < prefetch_ && columns > 0; ++i) {
+        const std::vector<std::uint64_t> next = order_of(at_.panel + 1);
+        for (std::uint64_t n = 0; n < prefetch_ && n < next.size(); ++n) {
+            const std::uint64_t i = next[n];  // its region is one the current panel leaves free
+            if (columns == 0 || occupant(index(at_.panel + 1, i))) break;
             const std::uint64_t before = next_done_[i];
             fill(at_.panel + 1, i, std::min(chunk_k_, before + columns), next_done_, at_.next_o0,
                  at_.next_on);
@@ -244,39 +249,45 @@ public:
         }
     }
     /// The current panel's chunk c has had its last use (its GEMM is issued): the next
-    /// panel's chunks whose regions it and the earlier ones held go up (chunk i's region
-    /// held chunk i − P of this panel), with the spare ones not up yet.
+    /// panel's chunks go up, in their order, as far as their regions are free.
     void release(std::uint64_t c) {
+        released_[c] = true;
         if (at_.next_on == 0) return;
-        for (std::uint64_t i = 0; i < chunks_ && i <= c + prefetch_; ++i)
+        for (const std::uint64_t i : order_of(at_.panel + 1)) {
+            const std::optional<std::uint64_t> held = occupant(index(at_.panel + 1, i));
+            if (held && !released_[*held]) break;
             fill(at_.panel + 1, i, chunk_k_, next_done_, at_.next_o0, at_.next_on);
-    }
-    /// The current panel in runs of consecutive regions.
-    [[nodiscard]] std::vector<Run> runs() const {
-        std::vector<Run> out;
-        for (std::uint64_t c = 0; c < chunks_; ++c) {
-            const std::uint64_t r = index(at_.panel, c);
-            if (out.empty() || r != index(at_.panel, out.back().first) + out.back().count) {
-                out.push_back({c, 1, ring_[r]});
-            } else {
-                ++out.back().count;
-            }
         }
-        return out;
     }
-    /// The regions of chunks [first, first + count) of the current panel.
-    [[nodiscard]] std::vector<tile::SlotId> regions(std::uint64_t first, std::uint64_t count) const {
+    /// The current panel's regions, chunk 0 first: one contiguous matrix.
+    [[nodiscard]] std::vector<tile::SlotId> regions() const {
         std::vector<tile::SlotId> out;
-        for (std::uint64_t c = first; c < first + count; ++c) out.push_back(slot(at_.panel, c));
+        for (std::uint64_t c = 0; c < chunks_; ++c) out.push_back(slot(at_.panel, c));
         return out;
     }
 
 private:
     [[nodiscard]] std::uint64_t index(std::uint64_t panel, std::uint64_t c) const {
-        return (panel * chunks_ + c) % ring_.size();
+        return (panel % 2 == 1 ? prefetch_ : 0) + c;
     }
     [[nodiscard]] tile::SlotId slot(std::uint64_t panel, std::uint64_t c) const {
         return ring_[index(panel, c)];
+    }
+    /// The current panel's chunk in region r, if any.
+    [[nodiscard]] std::optional<std::uint64_t> occupant(std::uint64_t r) const {
+        const std::uint64_t first = index(at_.panel, 0);
+        if (r < first || r >= first + chunks_) return std::nullopt;
+        return r - first;
+    }
+    /// An odd panel's last P chunks lie in the regions the even one before it leaves
+    /// free, its others in the order that panel's chunks free theirs; an even panel's
+    /// first P likewise.
+    [[nodiscard]] std::vector<std::uint64_t> order_of(std::uint64_t panel) const {
+        std::vector<std::uint64_t> out;
+        const std::uint64_t ahead = panel % 2 == 1 && prefetch_ < chunks_ ? prefetch_ : 0;
+        for (std::uint64_t c = chunks_ - ahead; c < chunks_; ++c) out.push_back(c);
+        for (std::uint64_t c = 0; c < chunks_ - ahead; ++c) out.push_back(c);
+        return out;
     }
     // Columns [done[c], upto) of chunk c of `panel` go up, at their place in its region.
     void fill(std::uint64_t panel, std::uint64_t c, std::uint64_t upto, std::vector<std::uint64_t>& done,
@@ -294,6 +305,7 @@ private:
     PanelCursor at_;
     std::vector<std::uint64_t> done_;       // columns of each current chunk up
     std::vector<std::uint64_t> next_done_;  // columns of each next chunk up
+    std::vector<bool> released_;            // current chunks whose last use is issued
 };
 
 }  // namespace outcore::ops::detail

@@ -770,15 +770,13 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     out.prefetch_chunks = static_cast<std::uint32_t>(best->prefetch);
     out.device_bytes = others + std::uint64_t{out.a_slots} * out.a_slot_bytes;
     // A row's first tile runs a GEMM per chunk, and so does its last where a next panel
-    // takes its chunks' regions; the others one per run of the ring (two where the
-    // panel wraps round it).
+    // takes its chunks' regions; the others one over the panel (one contiguous matrix).
     const std::uint64_t rows = p.m / plan.tile_m;
     const std::uint64_t cols = ceil_div(p.n, plan.tile_n);
     out.kernel_calls = 0;
     for (std::uint64_t r = 0; r < rows; ++r) {
         const std::uint64_t per_chunk = cols > 1 && r + 1 < rows ? 2 : 1;
-        const std::uint64_t runs = (r * best->chunks) % out.a_slots + best->chunks <= out.a_slots ? 1 : 2;
-        out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk) * runs;
+        out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk);
     }
     // The calls' overhead follows their count; the rest of the estimate is the plan's.
     if (plan.call_overhead_seconds > 0) {

@@ -105,8 +105,9 @@ struct GemmPlan {
     /// back in one device slot) while B still goes up whole-k per tile (chunk_a_panel).
     /// A row's first tile computes chunk by chunk as they arrive, its last chunk by chunk
     /// as the next panel takes their slots, the tiles between with one GEMM over the
-    /// panel (two where it wraps round the ring); prefetch_chunks of the next panel go
-    /// up in pieces beside those middle tiles.
+    /// panel (even panels hold the ring's first k_chunks regions, odd ones its last, so a
+    /// panel never wraps); prefetch_chunks of the next panel go up in pieces beside those
+    /// middle tiles.
     std::uint64_t a_chunk_k = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
     /// tile of tile_m × tile_n (aligned) where a row's first and last tiles sum their

@@ -191,11 +191,10 @@ GemmPlan chunked_plan(outcore::Device& device, Problem& pb, DType c_type, std::u
     return outcore::tile::chunk_a_panel(whole, limits, ck);
 }
 
-// With the A panel in chunks (GemmPlan::a_chunk_k) a row's first and last tiles, and any
-// tile whose panel wraps round the ring, are several GEMMs: a 16-bit C sums them in an
-// f32 tile and rounds once, so the result is still the f32-C run of the same plan
-// rounded, bit for bit — with none, some or all of the next panel ahead (wrapped or
-// not), β = 0 or not, one lane or two, packed or device-readable C.
+// With the A panel in chunks (GemmPlan::a_chunk_k) a row's first and last tiles are
+// several GEMMs: a 16-bit C sums them in an f32 tile and rounds once, so the result is
+// still the f32-C run of the same plan rounded, bit for bit — with none, some or all of
+// the next panel ahead, β = 0 or not, one lane or two, packed or device-readable C.
 TEST(GemmNarrowC, AChunkedPanelSumsInF32AndRoundsOnce) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();

@@ -538,8 +538,8 @@ TEST(Gemm, CRingsOfAnyDepthGiveTheSameAnswer) {
 }
 
 // An A panel in chunks along k (GemmPlan::a_chunk_k), every variant in turn: no spare
-// region, a whole next panel of them, or some (the second panel then wraps round the
-// ring: two GEMMs for its middle tiles); f32, f64 and bf16; B either way round; β ≠ 0;
+// region, a whole next panel of them, or some (an odd panel then starts on its last
+// chunks, up ahead); two to four panels; f32, f64 and bf16; B either way round; β ≠ 0;
 // operands packed or read straight from host memory; one compute lane or two; 40-column
 // tiles, or 256 so the last tile drains in column parts — the reference result, the
 // planned bytes and GEMM calls (run_case), exactly the spare regions asked for, the
