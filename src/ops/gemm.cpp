@@ -693,6 +693,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // chunk by chunk as the next panel takes their regions, the tiles between one GEMM
     // per run of the ring with a piece of the next panel going up beside it.
     std::optional<tile::SlotId> b_ahead;  // the next row's first B, up before the next panel
+    std::uint64_t b_ahead_rows = 0;       // GemmReport::b_ahead
     const std::uint64_t middle_tiles = inner_count > 2 ? inner_count - 2 : 1;
     const std::uint64_t prefetch_cols =
         chunked ? tile::ceil_div(a_chunks->prefetch_columns(), middle_tiles) : 0;
@@ -713,6 +714,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             // row's first GEMM can start on the first of them.
             const tile::TileRect next_rect = grid.tile(tw.t / inner_count + 1, 0);
             b_ahead = b_ring[b_next++ % b_ring.size()];
+            ++b_ahead_rows;
             b_cut.upload(p, *b_ahead, next_rect.col, 0, next_rect.size.cols, k);
         }
         // Column j, row k1 of the B slot: k_rows, k × nj (ld k); else nj × k (ld nj).
@@ -825,7 +827,10 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // landing), go piece by piece; their B chunk goes up ahead of the A pieces (uploads
         // run in program order), so the first piece's GEMM can start. A row's first B may
         // be up already (b_ahead, below).
-        const bool pieced = !a_pieces.empty() && (first_gemm || (a_panel && tw.inner == 0));
+        // Not the run's last tile where it drains in column parts (a single column of tiles).
+        const bool pieced =
+            !a_pieces.empty() &&
+            (first_gemm || (a_panel && tw.inner == 0 && !(drains_in_parts && tw.t == last_tile)));
         first_gemm = false;
         const bool b_first = pieced || b_ahead;
         if (b_ahead) {
@@ -858,6 +863,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             // piece. Only at the row's last step: no later step of it needs a B slot.
             const tile::TileRect next_rect = grid.tile(tw.t / inner_count + 1, 0);
             b_ahead = b_ring[b_next++ % b_ring.size()];
+            ++b_ahead_rows;
             b_cut.upload(p, *b_ahead, next_rect.col, 0, next_rect.size.cols,
                          std::min(plan.tile_k, problem.k));
         }
@@ -878,7 +884,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         // second tile's lane: on its own lane the second tile's first GEMM ran between
         // its pieces (H100 trace, f32), and the second tile's next B chunk, whose slot the
         // last piece frees, went up only then while compute waited for it (3.9 ms a row).
-        const bool row_first_in_pieces = a_panel && tw.inner == 0 && inner_count > 1 && !a_pieces.empty();
+        const bool row_first_in_pieces = pieced && a_panel && tw.inner == 0 && inner_count > 1;
         const auto lane = static_cast<unsigned>((tw.t + (row_first_in_pieces ? 1 : 0)) % 2);
         // A's accesses: its slot, or every piece of it.
         std::vector<tile::SlotAccess> ab{tile::reads(bs)};
@@ -1081,6 +1087,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     r.pipeline = stats;
     r.c_tiles_split = split_c;
     r.drain_parts = drain_count;
+    r.b_ahead = b_ahead_rows;
     r.paced_downloads = pacer ? pacer->paced() : 0;
     pipeline.reset();  // joins its threads, destroys its queues, returns its slots
     log::debug_if_slow(kComponent, start, 0.0, "the call up to the pipeline torn down");

@@ -162,9 +162,9 @@ public:
     }
 
     /// Whether prefetch(true, kc) on the current panel's last tile will send the next
-    /// panel's first chunk up (it is not up yet and step kc frees its slot).
+    /// panel's first chunk up into the slot step kc − 1 freed (no spare slot holds it).
     [[nodiscard]] bool releases_next_first(std::uint64_t kc) const noexcept {
-        return at_.next_on != 0 && declared_next_ == 0 && 1 <= kc + prefetch_;
+        return at_.next_on != 0 && declared_next_ == 0 && prefetch_ == 0 && kc >= 1;
     }
 
 private:

@@ -707,9 +707,9 @@ TEST_P(DeviceConformance, PadEdgesMatchesTheHostFill) {
     EXPECT_NO_THROW(q->synchronize());
 }
 
-// f32 → bf16/f16 rounds as f32_to_bf16 / f32_to_f16 do (nearest even; a NaN stays a
-// NaN), bf16/f16 → f32 is exact, on every backend that says it converts; the others
-// refuse, as every backend refuses other pairs, short views and overlapping ones.
+// f32 → bf16/f16 rounds every number as f32_to_bf16 / f32_to_f16 do (nearest even; a
+// NaN stays a NaN, its bits may differ), bf16/f16 → f32 is exact, on every backend that says it converts; the
+// others refuse, as every backend refuses other pairs, short views and overlapping ones.
 TEST_P(DeviceConformance, ConvertRoundsAsTheHostDoes) {
     std::mt19937_64 rng(outcore::test::seed());
     auto q = dev().create_queue();
@@ -735,7 +735,7 @@ TEST_P(DeviceConformance, ConvertRoundsAsTheHostDoes) {
         EXPECT_EQ(to, from) << "a backend converts both ways or neither";
         const auto round = narrow == DType::BF16 ? outcore::f32_to_bf16 : outcore::f32_to_f16;
         const auto widen = narrow == DType::BF16 ? outcore::bf16_to_f32 : outcore::f16_to_f32;
-        // Inputs and outputs at odd element offsets inside larger blocks.
+        // Outputs at offsets inside larger blocks (256 bytes in; 4 for the widened ones).
         const Block in = make_block(*q, MemoryKind::Device, f32_bytes);
         const Block out = dev().allocate({.bytes = count * 2 + 512, .kind = MemoryKind::Device});
         const BufferView narrow_view(out, 256, count * 2);

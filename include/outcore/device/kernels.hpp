@@ -53,7 +53,8 @@ struct GemmTileArgs {
 }
 
 /// out[i] = in[i] in another float type, i < count, both views packed: f32 to bf16 or
-/// f16 rounds to nearest even (f32_to_bf16, f32_to_f16: NaN stays a quiet NaN), bf16 or
+/// f16 rounds every number to nearest even as f32_to_bf16 and f32_to_f16 do, and a NaN
+/// stays a NaN (its sign and payload may differ: CUDA writes the canonical one); bf16 or
 /// f16 to f32 is exact. A GEMM's f32 sums become a 16-bit C this way where they are
 /// accumulated over several calls (a chunked A panel's first tiles, ops/gemm.cpp).
 struct ConvertArgs {

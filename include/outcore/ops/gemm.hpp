@@ -176,6 +176,10 @@ struct GemmReport {
     /// C download pieces issued after a later tile's GEMM (GemmOptions::pace_c_downloads;
     /// 0: not paced).
     std::uint64_t paced_downloads = 0;
+    /// A-panel rows whose first B chunk went up ahead of their panel's first chunk, which
+    /// waited for the row before to free its slot (so the row's first GEMM starts on its
+    /// first piece of A rather than behind the whole chunk).
+    std::uint64_t b_ahead = 0;
 };
 
 /// The problem `gemm` would solve and the plan it would run, without running it (the

@@ -110,9 +110,10 @@ struct GemmPlan {
     /// middle tiles.
     std::uint64_t a_chunk_k = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
-    /// tile of tile_m × tile_n (aligned) where a row's first and last tiles sum their
-    /// per-chunk GEMMs before one conversion rounds them into the C slot; the tiles
-    /// between go through one GEMM that rounds as it stores. In device_bytes.
+    /// tile of tile_m × tile_n (aligned) where a row's first tile, and its last where a
+    /// next panel follows, sum their per-chunk GEMMs before one conversion rounds them
+    /// into the C slot (conversions are not in kernel_calls); the other tiles go through
+    /// one GEMM that rounds as it stores. In device_bytes.
     std::uint64_t acc_bytes = 0;
     std::uint64_t a_slot_bytes = 0;       ///< one A chunk, tile_m × tile_k (× a_chunk_k where set)
     std::uint64_t b_slot_bytes = 0;       ///< one B chunk, tile_k × tile_n

@@ -591,6 +591,9 @@ TEST(Gemm, APanelInChunksGivesTheSameAnswerWhateverItPrefetches) {
         ASSERT_EQ(r.plan.a_chunk_k, ck);
         EXPECT_EQ(r.plan.prefetch_chunks, spare);
         EXPECT_EQ(r.plan.a_slots, chunks + spare);
+        // Each row's last tile sends the next row's first B ahead of the chunks it frees.
+        const std::uint64_t cols = (cs.n + tile_n - 1) / tile_n;
+        EXPECT_EQ(r.b_ahead, cols > 1 && r.plan.b_slots > 1 ? rows - 1 : 0U);
         drained = drained || r.drain_parts > 1;
     }
     EXPECT_TRUE(drained) << "a last tile drained in column parts";
@@ -969,6 +972,11 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
                 // last tile, 8 columns wide, drains whole.)
                 EXPECT_EQ(r.drain_parts, 1U);
                 EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + (square ? 3 : 2 * 4));
+                // The next panel's first chunk in a spare slot, or (tight) up behind the
+                // row's last step with the next row's first B ahead of it.
+                if (s == GemmSchedule::APanelResident) {
+                    EXPECT_EQ(r.b_ahead, tight ? 1U : 0U);
+                }
                 if (tight) {
                     EXPECT_EQ(r.plan.prefetch_chunks, 0U);
                 }
@@ -1016,7 +1024,39 @@ TEST(Gemm, ARowsFirstBGoesUpAheadOfTheNextPanelOnlyAtTheRowsLastStep) {
         const std::uint64_t extra = k == 1500 ? 3 + 1 : 3 + 3 + 3 + 1;
         EXPECT_EQ(r.pipeline.compute_count, r.plan.kernel_calls + 3 * extra);
         EXPECT_EQ(r.bytes_moved, r.plan.bytes_moved);
+        // Two chunks: at both panel switches the next panel's first chunk waits for the
+        // row's last step, and the next row's B goes ahead of it. Four: that chunk goes
+        // up at the last tile's second step, where the B cannot go ahead.
+        EXPECT_EQ(r.b_ahead, k == 1500 ? 2U : 0U);
     }
+    expect_nothing_held(*device);
+}
+
+// A single column of A-panel tiles: every tile is its row's first, in pieces, except the
+// run's last, which drains in column parts (one GEMM a part) instead.
+TEST(Gemm, ASingleColumnOfRowsStillDrainsItsLastTileInParts) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    Case cs{.m = 192,
+            .n = 256,
+            .k = 1000,  // pieces of 256, 256, 256 and 232
+            .type = DType::F32,
+            .schedule = GemmSchedule::APanelResident,
+            .budget_bytes = 64 * outcore::kMiB,
+            .tile_m = 64,
+            .tile_n = 256,
+            .tile_k = 1024,
+            .c_slots = 2};
+    Bound bound(cs, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
+    o.budget_bytes = cs.budget_bytes;
+    const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+    EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, nullptr, o)),
+              error_bound(cs.type, cs.compute, cs.k));
+    EXPECT_EQ(r.drain_parts, 2U);
+    // Three tiles of one GEMM each; the first two in 4 pieces, the last in 2 parts.
+    EXPECT_EQ(r.plan.kernel_calls, 3U);
+    EXPECT_EQ(r.pipeline.compute_count, 3U + 3 + 3 + 1);
     expect_nothing_held(*device);
 }
 

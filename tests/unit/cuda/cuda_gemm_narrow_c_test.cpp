@@ -1,0 +1,72 @@
+// A chunked A panel (GemmPlan::a_chunk_k) with a bf16 C on CUDA: the first and last tiles
+// of a row sum their per-chunk GEMMs in an f32 tile and one conversion kernel rounds them
+// (ops/gemm.cpp); the tiles between store bf16 from cuBLAS. Every element is within half a
+// bf16 step (plus cuBLAS's own f32 rounding) of the f32-C run of the same plan, and the
+// run holds its budget with the tile of sums in it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "cuda_test_support.hpp"
+#include "outcore/core/size.hpp"
+#include "outcore/device/dtype.hpp"
+#include "outcore/io/matrix.hpp"
+#include "outcore/ops/gemm.hpp"
+#include "outcore/tile/gemm_plan.hpp"
+#include "support/test_seed.hpp"
+
+namespace {
+
+using outcore::DType;
+using outcore::cuda::test::CudaTest;
+using outcore::io::HostMatrix;
+using outcore::io::Layout;
+
+TEST_F(CudaTest, AChunkedPanelWithABf16CRoundsItsF32SumsOnce) {
+    std::mt19937_64 rng(outcore::test::seed());
+    const std::uint64_t m = 2048, n = 1536, k = 4096;
+    std::vector<std::uint16_t> a(m * k), b(k * n), c16(m * n);
+    std::vector<float> c32(m * n);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (auto& x : a) x = outcore::f32_to_bf16(u(rng));
+    for (auto& x : b) x = outcore::f32_to_bf16(u(rng));
+    HostMatrix ha(a.data(), m, k, m, Layout::ColMajor, DType::BF16);
+    HostMatrix hb(b.data(), k, n, k, Layout::ColMajor, DType::BF16);
+    HostMatrix hc16(c16.data(), m, n, m, Layout::ColMajor, DType::BF16);
+    HostMatrix hc32(c32.data(), m, n, m, Layout::ColMajor, DType::F32);
+    outcore::ops::GemmOptions o{.type = DType::BF16};
+    o.measure_rates = false;
+    o.budget_bytes = outcore::kGiB;
+    o.schedule = outcore::tile::GemmSchedule::APanelResident;
+    o.tile_m = 1024;  // two panels
+    o.tile_n = 512;   // three tiles a row: first, middle, last
+    o.tile_k = k;
+    o.panel_chunk_k = 1024;
+    for (const bool direct : {false, true}) {
+        SCOPED_TRACE(direct ? "device-readable operands" : "packed operands");
+        for (HostMatrix* h : {&ha, &hb, &hc16, &hc32}) h->set_device_readable(direct);
+        const outcore::tile::GemmPlan narrow = outcore::ops::plan_gemm(dev(), ha, hb, hc16, o);
+        const outcore::tile::GemmPlan wide = outcore::ops::plan_gemm(dev(), ha, hb, hc32, o);
+        ASSERT_EQ(narrow.a_chunk_k, 1024U);
+        ASSERT_EQ(wide.a_chunk_k, 1024U);
+        ASSERT_GE(narrow.acc_bytes, 1024U * 512 * 4);
+        const outcore::ops::GemmReport r16 = outcore::ops::execute_gemm(dev(), narrow, ha, hb, hc16, o);
+        (void)outcore::ops::execute_gemm(dev(), wide, ha, hb, hc32, o);
+        EXPECT_LE(r16.peak_device_bytes, o.budget_bytes);
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < m * n; ++i) {
+            const double want = c32[i];
+            const double got = outcore::bf16_to_f32(c16[i]);
+            // bf16 keeps 8 significant bits: rounding is within 2^-9 relative; allow
+            // cuBLAS's f32 sums in another order on top.
+            if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-8 + 1e-3) && ++wrong <= 3)
+                ADD_FAILURE() << "C[" << i << "] = " << got << ", the f32 run " << want;
+        }
+        EXPECT_EQ(wrong, 0U);
+    }
+}
+
+}  // namespace
