@@ -793,6 +793,7 @@ TEST_P(DeviceConformance, ConvertRoundsAsTheHostDoes) {
                                        .in = BufferView(in, 0, 128),
                                        .out = BufferView(in, 128, 64)}))
             << "adjacent views of one block";
+        q->synchronize();  // before the blocks go
     }
     EXPECT_FALSE(k.supports_convert(DType::F32, DType::F64));
     EXPECT_FALSE(k.supports_convert(DType::BF16, DType::F16));
