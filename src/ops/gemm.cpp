@@ -691,7 +691,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // A tile of a plan with its A panel in chunks (GemmPlan::a_chunk_k): B whole-k; the
     // row's first tile GEMM by GEMM as the chunks arrive, its last (before a next panel)
     // chunk by chunk as the next panel takes their regions, the tiles between one GEMM
-    // per run of the ring with a piece of the next panel going up beside it.
+    // over the panel with a piece of the next panel going up beside it.
     std::optional<tile::SlotId> b_ahead;  // the next row's first B, up before the next panel
     std::uint64_t b_ahead_rows = 0;       // GemmReport::b_ahead
     const std::uint64_t middle_tiles = inner_count > 2 ? inner_count - 2 : 1;
@@ -728,9 +728,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         args.c = c_whole(tw);
         const auto lane = static_cast<unsigned>(tw.t % 2);
         const std::uint64_t ck = a_chunks->chunk_k();
-        // A 16-bit C made of several GEMMs: they sum into the f32 tile (sums_slot), whose
-        // accesses `sum_access` gives, and `round_sums` rounds it into C once (reading C
-        // into it first where β ≠ 0).
+        // A 16-bit C made of several GEMMs: `sum_into` points each at the f32 tile
+        // (sums_slot) and `round_sums` rounds that into C once (`begin_sums` reads C into
+        // it first where β ≠ 0).
         const std::uint64_t elems = tw.mi * tw.nj;
         const BufferView sums = sums_apart ? p.view(sums_slot).sub(0, elems * 4) : BufferView{};
         auto begin_sums = [&] {
