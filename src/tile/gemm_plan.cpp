@@ -715,13 +715,12 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
                             p.m % plan.tile_m == 0 && !p.trans_a;
     if (!fits_shape) {
         if (chunk_k == 0) return plan;
-        throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k with two or more "
-                                             "panels of equal rows and A not transposed has its panel in "
-                                             "chunks",
+        throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k, of two or more "
+                                             "equal panels, A not transposed, has its panel in chunks",
                                              describe(p)));
     }
     const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
-    // A 16-bit C: the first and last tiles' per-chunk sums in one f32 tile.
+    // A 16-bit C: the per-chunk sums of a row's first and last tiles in one f32 tile.
     const std::uint64_t acc = p.narrow_c ? align_up(plan.tile_m * plan.tile_n * 4, align) : 0;
     // What the plan holds besides its A panel ring.
     const std::uint64_t others = plan.device_bytes - std::uint64_t{plan.a_slots} * plan.a_slot_bytes + acc;
@@ -730,10 +729,9 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     };
     // A chunk of ck columns: its slots and prefetch, or nothing where it does not fit.
     auto cut = [&](std::uint64_t ck) -> std::optional<Cut> {
-        if (ck == 0 || ck >= p.k || p.k % ck != 0) return std::nullopt;
+        if (ck == 0 || ck >= p.k || p.k % ck != 0 || acc > limits.max_buffer_bytes) return std::nullopt;
         const std::uint64_t bytes = plan.tile_m * ck * w;
-        if (bytes % align != 0 || others > limits.budget_bytes || acc > limits.max_buffer_bytes)
-            return std::nullopt;
+        if (bytes % align != 0 || others > limits.budget_bytes) return std::nullopt;
         const std::uint64_t chunks = p.k / ck;
         const std::uint64_t slots = std::min((limits.budget_bytes - others) / bytes, 2 * chunks);
         if (slots < chunks || slots * bytes > limits.max_buffer_bytes) return std::nullopt;
