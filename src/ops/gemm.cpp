@@ -366,9 +366,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool chunked = plan.a_chunk_k != 0;
     if (chunked &&
         (!a_panel || k_chunks != 1 || problem.trans_a || problem.k % plan.a_chunk_k != 0 ||
-         problem.m % plan.tile_m != 0 || plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w ||
-         plan.a_slots < problem.k / plan.a_chunk_k || plan.a_slots > 2 * (problem.k / plan.a_chunk_k) ||
-         claimed || options.split_c_tiles || options.one_call_per_chunk)) {
+         plan.a_slot_bytes != plan.tile_m * plan.a_chunk_k * w || plan.a_slots < problem.k / plan.a_chunk_k ||
+         plan.a_slots > 2 * (problem.k / plan.a_chunk_k) || claimed || options.split_c_tiles ||
+         options.one_call_per_chunk)) {
         throw UsageError(
             kComponent,
             "a plan with its A panel in chunks (a_chunk_k) needs an a-panel plan over the whole k "
@@ -723,7 +723,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             return p.view(bs).sub(off, b_bytes - off);
         };
         GemmTileArgs args = tile_args(tw);
-        args.lda = tw.mi;
+        args.lda = plan.tile_m;  // a shorter last panel keeps the regions' leading dimension
         args.ldb = b_cut.ld(tw.nj, k);
         args.c = c_whole(tw);
         const auto lane = static_cast<unsigned>(tw.t % 2);
@@ -766,7 +766,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 const tile::SlotId as = a_chunks->current(kc);
                 GemmTileArgs g = args;
                 g.k = ck;
-                g.a = p.view(as).sub(0, tw.mi * ck * w);
+                g.a = p.view(as).sub(0, plan.tile_m * ck * w);
                 g.b = b_at(0, kc * ck);
                 g.beta = i == 0 ? options.beta : 1.0;
                 const bool overwrite = i == 0 && !beta_nonzero;
@@ -797,7 +797,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             GemmTileArgs g = args;
             g.k = problem.k;
             const BufferView first_region = p.view(regions.front());
-            g.a = BufferView(first_region.block, first_region.offset, tw.mi * g.k * w);
+            g.a = BufferView(first_region.block, first_region.offset, plan.tile_m * g.k * w);
             g.b = b_at(part.j, 0);
             g.beta = options.beta;
             if (drain_now) {

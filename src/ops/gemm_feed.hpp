@@ -41,25 +41,30 @@ struct OperandCut {
         }
     }
     /// Uploads the chunk into `slot` at `offset` bytes, packed (through a staging buffer)
-    /// or, for a direct source, straight from its memory.
+    /// or, for a direct source, straight from its memory. In the slot, the chunk in
+    /// stored orientation (an nr × nc column-major block) has leading dimension
+    /// `slot_ld` elements (0: nr, packed) — a panel shorter than the ring's regions.
     void upload(tile::Pipeline& p, tile::SlotId slot, std::uint64_t o0, std::uint64_t k0, std::uint64_t on,
-                std::uint64_t kn, std::uint64_t offset = 0) const {
+                std::uint64_t kn, std::uint64_t offset = 0, std::uint64_t slot_ld = 0) const {
+        const std::uint64_t r0 = k_rows ? k0 : o0;
+        const std::uint64_t c0 = k_rows ? o0 : k0;
+        const std::uint64_t nr = k_rows ? kn : on;
+        const std::uint64_t nc = k_rows ? on : kn;
+        const std::uint64_t pitch = (slot_ld == 0 ? nr : slot_ld) * w;
         if (direct) {
-            // The chunk in stored orientation is an nr × nc column-major block.
-            const std::uint64_t r0 = k_rows ? k0 : o0;
-            const std::uint64_t c0 = k_rows ? o0 : k0;
-            const std::uint64_t nr = k_rows ? kn : on;
-            const std::uint64_t nc = k_rows ? on : kn;
             p.upload_2d_from(slot, offset, direct->data + (r0 + c0 * direct->ld_elements) * w,
                              Copy2D{.width_bytes = nr * w,
                                     .rows = nc,
                                     .host_pitch_bytes = direct->ld_elements * w,
-                                    .buffer_pitch_bytes = nr * w});
+                                    .buffer_pitch_bytes = pitch});
             return;
         }
         const OperandCut cut = *this;
-        p.upload(slot, offset, on * kn * w,
-                 [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
+        p.upload(
+            slot, offset,
+            Copy2D{
+                .width_bytes = nr * w, .rows = nc, .host_pitch_bytes = nr * w, .buffer_pitch_bytes = pitch},
+            [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
     }
 };
 
@@ -193,7 +198,8 @@ private:
 /// A resident A panel in chunks along k (GemmPlan::a_chunk_k): S = K + P regions of one
 /// device slot, back to back (K chunks a panel, P spare). Even panels hold regions
 /// [0, K), odd ones [P, S), chunk c at the window's start + c, so every panel is one
-/// contiguous matrix (ld tile_m) and each leaves the next P regions it does not use: the
+/// matrix with leading dimension tile_m (a shorter last panel's columns are runs of its
+/// rows tile_m apart) and each leaves the next P regions it does not use: the
 /// next panel's chunks there (an odd panel's last P, an even panel's first P) go up
 /// beside the row's middle tiles in column pieces (prefetch), the others after the row's
 /// last tile frees their regions (release). A panel's first tile takes its chunks in the
@@ -207,6 +213,7 @@ public:
           ring_(std::move(ring)),
           cut_(cut),
           chunk_k_(plan.a_chunk_k),
+          ld_(plan.tile_m),
           chunks_(plan.problem.k / plan.a_chunk_k),
           prefetch_(ring_.size() - chunks_),
           done_(chunks_, 0),
@@ -294,14 +301,16 @@ private:
               std::uint64_t o0, std::uint64_t on) {
         if (done[c] >= upto) return;
         const std::uint64_t x = done[c];
-        cut_.upload(p_, slot(panel, c), o0, c * chunk_k_ + x, on, upto - x, x * on * cut_.w);
+        cut_.upload(p_, slot(panel, c), o0, c * chunk_k_ + x, on, upto - x, x * ld_ * cut_.w, ld_);
         done[c] = upto;
     }
 
     tile::Pipeline& p_;
     std::vector<tile::SlotId> ring_;
     OperandCut cut_;
-    std::uint64_t chunk_k_, chunks_, prefetch_;
+    std::uint64_t chunk_k_;
+    std::uint64_t ld_;  // every panel's leading dimension: tile_m, a shorter last panel too
+    std::uint64_t chunks_, prefetch_;
     PanelCursor at_;
     std::vector<std::uint64_t> done_;       // columns of each current chunk up
     std::vector<std::uint64_t> next_done_;  // columns of each next chunk up

@@ -711,12 +711,11 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     const GemmProblem& p = plan.problem;
     const std::uint64_t w = gemm_input_bytes(p.type);
     const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
-                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m &&
-                            p.m % plan.tile_m == 0 && !p.trans_a;
+                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
     if (!fits_shape) {
         if (chunk_k == 0) return plan;
         throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k, of two or more "
-                                             "equal panels, A not transposed, has its panel in chunks",
+                                             "panels, A not transposed, has its panel in chunks",
                                              describe(p)));
     }
     const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
@@ -769,7 +768,7 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
     out.device_bytes = others + std::uint64_t{out.a_slots} * out.a_slot_bytes;
     // A row's first tile runs a GEMM per chunk, and so does its last where a next panel
     // takes its chunks' regions; the others one over the panel (one contiguous matrix).
-    const std::uint64_t rows = p.m / plan.tile_m;
+    const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
     const std::uint64_t cols = ceil_div(p.n, plan.tile_n);
     out.kernel_calls = 0;
     for (std::uint64_t r = 0; r < rows; ++r) {

@@ -414,9 +414,19 @@ void Pipeline::end_busy(unsigned queue, Interval* interval, std::uint64_t bytes,
 // --- uploads ---------------------------------------------------------------------
 
 void Pipeline::upload(SlotId dst, std::uint64_t offset, std::uint64_t bytes, FillFunction fill) {
+    upload(dst, offset,
+           Copy2D{.width_bytes = bytes, .rows = 1, .host_pitch_bytes = bytes, .buffer_pitch_bytes = bytes},
+           std::move(fill));
+}
+
+void Pipeline::upload(SlotId dst, std::uint64_t offset, const Copy2D& place, FillFunction fill) {
     check_usable("upload");
     try {
-        (void)checked_range(dst, offset, bytes, "upload");
+        place.validate("upload");
+        if (place.host_pitch_bytes != place.width_bytes)
+            throw UsageError(kComponent, "upload: a staged place is packed (host pitch = width)");
+        const std::uint64_t bytes = place.width_bytes * place.rows;
+        (void)checked_range(dst, offset, place.buffer_span_bytes(), "upload");
         if (options_.upload_staging.count == 0)
             throw UsageError(kComponent, "upload: the pipeline has no upload staging");
         if (bytes > options_.upload_staging.bytes) {
@@ -435,8 +445,14 @@ void Pipeline::upload(SlotId dst, std::uint64_t offset, std::uint64_t bytes, Fil
             std::lock_guard lock(host_mutex_);
             up_ready_[index] = 0;
         }
-        pending_.push_back(
-            PendingUpload{.dst = dst, .offset = offset, .bytes = bytes, .staging = index, .host = nullptr});
+        // One run (or runs laid back to back) is a plain copy; a pitched place a 2-D one.
+        const bool pitched = place.rows > 1 && place.buffer_pitch_bytes != place.width_bytes;
+        pending_.push_back(PendingUpload{.dst = dst,
+                                         .offset = offset,
+                                         .bytes = pitched ? place.buffer_span_bytes() : bytes,
+                                         .staging = index,
+                                         .host = nullptr,
+                                         .shape = pitched ? place : Copy2D{}});
         std::byte* data = up_staging_[index].host();
         readers_->submit([this, index, bytes, data, fill = std::move(fill)] {
             if (failed()) return;
@@ -516,6 +532,8 @@ void Pipeline::issue_front_upload() {
         q.upload_2d(u.host, dst, u.shape);
     } else if (u.staging == kDirect) {
         q.upload(u.host, dst);
+    } else if (u.shape.rows > 0) {
+        q.upload_2d(up_staging_[u.staging].host(), dst, u.shape);
     } else {
         q.copy(BufferView(up_staging_[u.staging], 0, u.bytes), dst);
     }

@@ -211,6 +211,11 @@ public:
     /// blocks only while every staging buffer is busy. `fill` must be callable from
     /// another thread; it may throw (the run then fails with that exception).
     void upload(SlotId dst, std::uint64_t offset, std::uint64_t bytes, FillFunction fill);
+    /// upload() into a pitched place: `fill` writes `place.rows` runs of
+    /// `place.width_bytes` packed (place.host_pitch_bytes must equal the width), which
+    /// land `place.buffer_pitch_bytes` apart in `dst` from `offset` (a matrix with a
+    /// larger leading dimension on the device than in the staging buffer).
+    void upload(SlotId dst, std::uint64_t offset, const Copy2D& place, FillFunction fill);
     /// Uploads straight from host memory, no staging (memory the device reads
     /// directly: pinned, or any host memory on unified-memory devices). `host` must
     /// stay valid and unchanged until finish() returns.
@@ -296,7 +301,7 @@ private:
         std::uint64_t bytes = 0;
         std::uint32_t staging = 0;   // index into up_staging_, or kDirect
         const void* host = nullptr;  // for upload_from
-        Copy2D shape{};              // rows > 0: a 2-D upload_from
+        Copy2D shape{};              // rows > 0: a 2-D upload (from host, or a pitched staged one)
     };
     static constexpr std::uint32_t kDirect = UINT32_MAX;
 

@@ -141,9 +141,13 @@ TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
     p.m = 16384;
     expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 16384, 512, 32768), lim,
                       "a single panel");
+    // A shorter last panel is no obstacle: its chunks sit in regions sized for the first.
     p.m = 30000;
-    expect_left_whole(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 15008, 512, 32768), lim,
-                      "panels of unequal rows");
+    const GemmPlan uneven =
+        chunk_a_panel(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, 18432, 512, 32768), lim);
+    EXPECT_EQ(uneven.a_chunk_k, 4096U);
+    EXPECT_EQ(uneven.a_slot_bytes, 18432U * 4096 * 4);
+    EXPECT_LE(uneven.device_bytes, lim.budget_bytes);
     // A ring over the largest binding is no candidate.
     p = tf32_case();
     PlanLimits narrow = lim;

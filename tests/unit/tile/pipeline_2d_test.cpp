@@ -4,7 +4,8 @@
 // outside the runs changes on the host; a download's done callback runs only once its
 // bytes have landed, in download order; downloads_wait_for holds later downloads behind
 // a compute they do not read; the statistics count width × rows (not the span); bad
-// ranges are UsageError. Suites named *Threads also run under TSan.
+// ranges are UsageError; a staged upload lands in a pitched place. Suites named *Threads
+// also run under TSan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -427,6 +428,56 @@ TEST(Pipeline2D, BadRangesAreUsageErrorsAndEmptyShapesNoOps) {
             EXPECT_EQ(out, std::vector<std::byte>(64 * kKiB, std::byte{0x33}));
         }
     }
+    expect_nothing_held(*device);
+}
+
+// A staged upload into a pitched place (Pipeline::upload with a Copy2D): the fill writes
+// the runs packed, they land buffer_pitch apart from the offset, and the bytes between
+// them keep what was there; the statistics count the runs' bytes. A place whose host
+// pitch is not its width (not packed) or that spans past the slot is a UsageError.
+TEST(Pipeline2D, AStagedUploadLandsInAPitchedPlace) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    PipelineOptions o;
+    o.budget_bytes = 64 * kKiB;
+    o.slots = {{1024, "a"}};
+    o.upload_staging = {.bytes = 1024, .count = 2};
+    const std::vector<std::byte> before = random_bytes(rng, 1024);
+    const Copy2D place{
+        .width_bytes = 10 + rng() % 20, .rows = 4, .host_pitch_bytes = 0, .buffer_pitch_bytes = 200};
+    Copy2D packed = place;
+    packed.host_pitch_bytes = place.width_bytes;
+    const std::uint64_t offset = 1 + rng() % 100;
+    const std::vector<std::byte> runs = random_bytes(rng, place.rows * place.width_bytes);
+    std::vector<std::byte> got(1024);
+    {
+        Pipeline p(*device, o);
+        p.upload(SlotId{0}, 0, 1024,
+                 [&](std::span<std::byte> s) { std::memcpy(s.data(), before.data(), 1024); });
+        p.upload(SlotId{0}, offset, packed, [&](std::span<std::byte> s) {
+            ASSERT_EQ(s.size(), runs.size());
+            std::memcpy(s.data(), runs.data(), s.size());
+        });
+        p.download_to(SlotId{0}, 0, got.data(), 1024);
+        const PipelineStats stats = p.finish();
+        EXPECT_EQ(stats.bytes_uploaded, 1024 + runs.size());
+    }
+    std::vector<std::byte> want = before;
+    for (std::uint64_t r = 0; r < place.rows; ++r) {
+        std::memcpy(want.data() + offset + r * place.buffer_pitch_bytes, runs.data() + r * place.width_bytes,
+                    place.width_bytes);
+    }
+    EXPECT_EQ(got, want);
+    auto refused = [&](std::uint64_t at, const Copy2D& shape) {
+        Pipeline p(*device, o);
+        EXPECT_THROW(p.upload(SlotId{0}, at, shape, [](std::span<std::byte>) {}), outcore::UsageError);
+        EXPECT_TRUE(p.failed());
+    };
+    refused(offset, place);  // host pitch 0: not packed
+    Copy2D wide = packed;
+    wide.host_pitch_bytes = wide.width_bytes + 1;
+    refused(offset, wide);
+    refused(1024 - packed.buffer_span_bytes() + 1, packed);  // one byte past the slot
     expect_nothing_held(*device);
 }
 

@@ -1,0 +1,237 @@
+// bench/panel_upload_probe.cu — how fast can a row panel of a column-major matrix in
+// pinned host memory go up? The bf16 A panel (16384 of 32768 rows, so runs of 32 KiB
+// every 64 KiB) went up at ~47 GB/s through cudaMemcpy2DAsync in the eighth session's
+// traces, against ~55 GB/s for contiguous bytes (docs/tiling.md, "A 16-bit C" and
+// "What a downloaded byte costs"). This probe compares, for a 1 GiB panel in chunks of
+// 4096 columns: one 2-D copy per chunk on one stream; the same split over two and four
+// streams; a gather kernel that reads the pinned host memory directly (zero-copy) with
+// G blocks; each of those beside contiguous uploads on another stream; and what the
+// gather kernel costs a bf16 GEMM running beside it. Not part of the CMake build: a
+// one-off probe, kept so its figures can be measured again. On a machine with an
+// NVIDIA GPU:
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/panel_upload_probe.cu -lcublas -o panel_probe && ./panel_probe
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "probe_check.hpp"
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1ULL << 20;
+constexpr std::uint64_t kGiB = 1ULL << 30;
+constexpr std::uint64_t kRows = 32768, kCols = 32768, kPanelRows = 16384, kChunkCols = 4096;
+constexpr std::uint64_t kElem = 2;  // bf16
+constexpr std::uint64_t kPitch = kRows * kElem, kRun = kPanelRows * kElem;
+constexpr std::uint64_t kPanelBytes = kRun * kCols;
+
+/// Copies `cols` columns of `run` bytes (host pitch `pitch`, device packed) with 16-byte
+/// loads straight from mapped pinned memory; every thread keeps 4 loads in flight.
+__global__ void gather(const uint4* __restrict__ host, uint4* __restrict__ dev, unsigned run16,
+                       unsigned pitch16, unsigned cols) {
+    const unsigned total = run16 * cols;  // a chunk: 8 Mi vectors
+    const unsigned stride = gridDim.x * blockDim.x;
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (; i + 3 * stride < total; i += 4 * stride) {
+        uint4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const unsigned j = i + u * stride;
+            v[u] = host[static_cast<std::uint64_t>(j / run16) * pitch16 + j % run16];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) dev[i + u * stride] = v[u];
+    }
+    for (; i < total; i += stride) dev[i] = host[static_cast<std::uint64_t>(i / run16) * pitch16 + i % run16];
+}
+
+struct Streams {
+    std::vector<cudaStream_t> s;
+    explicit Streams(int n) : s(n) {
+        for (auto& x : s) CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+    }
+    ~Streams() {
+        for (auto x : s) cudaStreamDestroy(x);
+    }
+};
+
+double seconds(cudaEvent_t a, cudaEvent_t b) {
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1e-3;
+}
+
+/// Queues the panel's upload by `method` (0: contiguous 1 GiB as a reference; 1, 2, 4:
+/// 2-D copies over that many streams; negative: the gather kernel with -method blocks)
+/// on the streams from `first`, all after event `go`; returns the event recorded when
+/// every part is done (on streams[first]).
+void queue_panel(int method, const std::byte* h, std::byte* d, Streams& st, int first, cudaEvent_t go,
+                 cudaEvent_t done) {
+    if (method == 0) {
+        CK(cudaStreamWaitEvent(st.s[first], go, 0));
+        for (std::uint64_t o = 0; o < kPanelBytes; o += 64 * kMiB)
+            CK(cudaMemcpyAsync(d + o, h + o, 64 * kMiB, cudaMemcpyHostToDevice, st.s[first]));
+        CK(cudaEventRecord(done, st.s[first]));
+        return;
+    }
+    if (method < 0) {
+        CK(cudaStreamWaitEvent(st.s[first], go, 0));
+        for (std::uint64_t c = 0; c < kCols; c += kChunkCols)
+            gather<<<-method, 512, 0, st.s[first]>>>(reinterpret_cast<const uint4*>(h + c * kPitch),
+                                                     reinterpret_cast<uint4*>(d + c * kRun), kRun / 16,
+                                                     kPitch / 16, kChunkCols);
+        CK(cudaGetLastError());
+        CK(cudaEventRecord(done, st.s[first]));
+        return;
+    }
+    std::vector<cudaEvent_t> ends(method);
+    for (int p = 0; p < method; ++p) CK(cudaStreamWaitEvent(st.s[first + p], go, 0));
+    const std::uint64_t part = kChunkCols / method;
+    for (std::uint64_t c = 0; c < kCols; c += kChunkCols)
+        for (int p = 0; p < method; ++p) {
+            const std::uint64_t col = c + p * part;
+            CK(cudaMemcpy2DAsync(d + col * kRun, kRun, h + col * kPitch, kPitch, kRun, part,
+                                 cudaMemcpyHostToDevice, st.s[first + p]));
+        }
+    for (int p = 1; p < method; ++p) {
+        CK(cudaEventCreate(&ends[p]));
+        CK(cudaEventRecord(ends[p], st.s[first + p]));
+        CK(cudaStreamWaitEvent(st.s[first], ends[p], 0));
+    }
+    CK(cudaEventRecord(done, st.s[first]));
+    for (int p = 1; p < method; ++p) CK(cudaEventDestroy(ends[p]));
+}
+
+struct Timing {
+    double panel_gbs = 0, other_gbs = 0, gemm_tflops = 0;
+};
+
+/// The panel by `method`, alone or beside `beside_bytes` of contiguous uploads on
+/// another stream, or beside `gemms` bf16 GEMMs (16384×1024×32768) on another stream.
+Timing run(int method, const std::byte* hA, const std::byte* hB, std::byte* dA, std::byte* dB,
+           std::uint64_t beside_bytes, int gemms, cublasHandle_t blas, const __nv_bfloat16* gA,
+           const __nv_bfloat16* gB, float* gC) {
+    Streams st(6);
+    cudaEvent_t go, a1, b0, b1;
+    for (auto* e : {&go, &a1, &b0, &b1}) CK(cudaEventCreate(e));
+    CK(cudaEventRecord(go, st.s[5]));
+    queue_panel(method, hA, dA, st, 0, go, a1);
+    CK(cudaStreamWaitEvent(st.s[4], go, 0));
+    CK(cudaEventRecord(b0, st.s[4]));
+    for (std::uint64_t o = 0; o < beside_bytes; o += 96 * kMiB)
+        CK(cudaMemcpyAsync(dB + o % (2 * kGiB), hB + o % (2 * kGiB), std::min(96 * kMiB, beside_bytes - o),
+                           cudaMemcpyHostToDevice, st.s[4]));
+    if (gemms > 0) {
+        CK(cublasSetStream(blas, st.s[4]));
+        const float one = 1, zero = 0;
+        for (int g = 0; g < gemms; ++g)
+            CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384, gB,
+                            CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    }
+    CK(cudaEventRecord(b1, st.s[4]));
+    CK(cudaDeviceSynchronize());
+    Timing t;
+    t.panel_gbs = static_cast<double>(kPanelBytes) / seconds(go, a1) * 1e-9;
+    if (beside_bytes > 0) t.other_gbs = static_cast<double>(beside_bytes) / seconds(b0, b1) * 1e-9;
+    if (gemms > 0) t.gemm_tflops = 2.0 * 16384 * 1024 * 32768 * gemms / seconds(b0, b1) * 1e-12;
+    for (auto e : {go, a1, b0, b1}) CK(cudaEventDestroy(e));
+    return t;
+}
+
+}  // namespace
+
+int main() {
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
+    std::byte *hA, *hB, *dA, *dB;
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&hA), kPitch * kCols, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&hB), 2 * kGiB, cudaHostAllocPortable));
+    std::memset(hA, 1, kPitch * kCols);
+    std::memset(hB, 2, 2 * kGiB);
+    CK(cudaMalloc(reinterpret_cast<void**>(&dA), kPanelBytes));
+    CK(cudaMalloc(reinterpret_cast<void**>(&dB), 2 * kGiB));
+    __nv_bfloat16 *gA, *gB;
+    float* gC;
+    CK(cudaMalloc(reinterpret_cast<void**>(&gA), 16384ULL * 32768 * 2));
+    CK(cudaMalloc(reinterpret_cast<void**>(&gB), 32768ULL * 1024 * 2));
+    CK(cudaMalloc(reinterpret_cast<void**>(&gC), 16384ULL * 1024 * 4));
+    CK(cudaMemset(gA, 0, 16384ULL * 32768 * 2));
+    CK(cudaMemset(gB, 0, 32768ULL * 1024 * 2));
+    cublasHandle_t blas;
+    CK(cublasCreate(&blas));
+
+    // The gather kernel copies what the 2-D copy does.
+    {
+        std::vector<std::byte> want(kRun), got(kRun);
+        for (std::uint64_t i = 0; i < kPitch * 8; ++i) hA[i] = static_cast<std::byte>(i * 7 + 3);
+        (void)run(-16, hA, hB, dA, dB, 0, 0, blas, gA, gB, gC);
+        for (std::uint64_t c = 0; c < 8; ++c) {
+            CK(cudaMemcpy(got.data(), dA + c * kRun, kRun, cudaMemcpyDeviceToHost));
+            if (std::memcmp(got.data(), hA + c * kPitch, kRun) != 0) {
+                std::printf("gather kernel copied column %llu wrong\n", static_cast<unsigned long long>(c));
+                return 1;
+            }
+        }
+    }
+    auto median3 = [&](int method, std::uint64_t beside, int gemms) {
+        std::vector<Timing> ts;
+        for (int r = 0; r < 3; ++r) ts.push_back(run(method, hA, hB, dA, dB, beside, gemms, blas, gA, gB, gC));
+        std::sort(ts.begin(), ts.end(), [](const Timing& a, const Timing& b) { return a.panel_gbs < b.panel_gbs; });
+        return ts[1];
+    };
+    (void)median3(0, 0, 0);
+    const int gemms_alone = 16;  // ~25 ms: about the panel's time
+    const Timing g0 = median3(0, 0, 0);
+    std::printf("%-28s %10s %12s %14s %16s\n", "panel upload (1 GiB)", "alone GB/s", "beside: GB/s",
+                "contiguous GB/s", "beside GEMMs: GB/s TFLOP/s");
+    for (const int method : {0, 1, 2, 4, -8, -16, -33, -66, -132}) {
+        const Timing alone = median3(method, 0, 0);
+        const Timing beside = median3(method, 2 * kGiB, 0);
+        const Timing with_gemm = median3(method, 0, gemms_alone);
+        char name[64];
+        if (method == 0)
+            std::snprintf(name, sizeof name, "contiguous (reference)");
+        else if (method > 0)
+            std::snprintf(name, sizeof name, "2-D copies, %d stream(s)", method);
+        else
+            std::snprintf(name, sizeof name, "gather kernel, %d blocks", -method);
+        std::printf("%-28s %10.1f %12.1f %14.1f %10.1f %10.1f\n", name, alone.panel_gbs, beside.panel_gbs,
+                    beside.other_gbs, with_gemm.panel_gbs, with_gemm.gemm_tflops);
+    }
+    const Timing gemm_alone = [&] {
+        std::vector<Timing> ts;
+        for (int r = 0; r < 3; ++r) {
+            Streams st(1);
+            cudaEvent_t a, b;
+            CK(cudaEventCreate(&a));
+            CK(cudaEventCreate(&b));
+            CK(cublasSetStream(blas, st.s[0]));
+            CK(cudaEventRecord(a, st.s[0]));
+            const float one = 1, zero = 0;
+            for (int g = 0; g < gemms_alone; ++g)
+                CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384,
+                                gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
+            CK(cudaEventRecord(b, st.s[0]));
+            CK(cudaDeviceSynchronize());
+            Timing t;
+            t.gemm_tflops = 2.0 * 16384 * 1024 * 32768 * gemms_alone / seconds(a, b) * 1e-12;
+            ts.push_back(t);
+        }
+        std::sort(ts.begin(), ts.end(),
+                  [](const Timing& a, const Timing& b) { return a.gemm_tflops < b.gemm_tflops; });
+        return ts[1];
+    }();
+    std::printf("GEMMs alone: %.1f TFLOP/s (%d of 16384x1024x32768 bf16, f32 C); contiguous 1 GiB alone %.1f GB/s\n",
+                gemm_alone.gemm_tflops, gemms_alone, g0.panel_gbs);
+    return 0;
+}
