@@ -317,6 +317,10 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
                                      "in chunks needs",
                                      device.info().id(), to_string(problem.type)));
     }
+    // The planner's own tiles may also trade a taller first panel for a shorter last one
+    // (tile::balance_a_panels); forced tiles stay as they are.
+    const bool forced = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
+    if (chunk_k == 0 && !forced) return tile::balance_a_panels(plan, limits);
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
 

@@ -15,6 +15,11 @@
 
 namespace outcore::tile {
 
+std::string detail::describe_gemm(const GemmProblem& p) {
+    const std::string_view type = p.compute == GemmCompute::FastTF32 ? "tf32" : to_string(p.type);
+    return fmt::format("GEMM {}x{}x{} {}", p.m, p.n, p.k, type);
+}
+
 using detail::Axis;
 using detail::Count;
 
@@ -44,10 +49,7 @@ void validate(const GemmProblem& p) {
     }
 }
 
-std::string describe(const GemmProblem& p) {
-    const std::string_view type = p.compute == GemmCompute::FastTF32 ? "tf32" : to_string(p.type);
-    return fmt::format("GEMM {}x{}x{} {}", p.m, p.n, p.k, type);
-}
+using detail::describe_gemm;
 
 // What every candidate shares.
 struct Context {
@@ -535,10 +537,11 @@ Context make_context(const GemmProblem& problem, const PlanLimits& limits) {
 
 [[noreturn]] void throw_no_fit(const Context& cx, std::uint64_t minimum_device_bytes) {
     if (minimum_device_bytes == std::numeric_limits<std::uint64_t>::max()) {
-        throw UsageError("tile", fmt::format("{}: no tiling fits max_buffer_bytes {}", describe(cx.problem),
-                                             format_size(cx.limits.max_buffer_bytes)));
+        throw UsageError("tile",
+                         fmt::format("{}: no tiling fits max_buffer_bytes {}", describe_gemm(cx.problem),
+                                     format_size(cx.limits.max_buffer_bytes)));
     }
-    detail::throw_below_minimum(describe(cx.problem), minimum_device_bytes, cx.limits.budget_bytes);
+    detail::throw_below_minimum(describe_gemm(cx.problem), minimum_device_bytes, cx.limits.budget_bytes);
 }
 
 GemmPlan best_plan(const Context& cx, const std::vector<GemmSchedule>& schedules) {
@@ -615,7 +618,7 @@ std::uint64_t gemm_lower_bound_bytes(const GemmProblem& p, std::uint64_t budget_
     const Count c = Count(p.m) * p.n * wc;
     const Count compulsory = (Count(p.m) * p.k + Count(p.k) * p.n) * w + c + (p.beta_nonzero ? c : Count(0));
     if (!compulsory.ok()) {
-        throw UsageError("tile", fmt::format("{}: the operands exceed 2^64 bytes", describe(p)));
+        throw UsageError("tile", fmt::format("{}: the operands exceed 2^64 bytes", describe_gemm(p)));
     }
     // Smith et al. count elements through a fast memory of S elements; counting every
     // element at the smallest size (and S at that size too) keeps it a true bound.
@@ -658,7 +661,7 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
         throw UsageError("tile",
                          fmt::format("{}: a {} C holds no partial sums, so tile_k must be the whole k "
                                      "({}), not {}",
-                                     describe(problem), to_string(problem.type), problem.k, tile_k));
+                                     describe_gemm(problem), to_string(problem.type), problem.k, tile_k));
     }
     GemmPlan plan;
     plan.problem = problem;
@@ -668,8 +671,8 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
     plan.tile_m = am.tile;
     plan.tile_n = an.tile;
     plan.tile_k = ak.tile;
-    const std::string what = fmt::format("{} with {} tiles {}x{}x{}", describe(problem), to_string(schedule),
-                                         am.tile, an.tile, ak.tile);
+    const std::string what = fmt::format("{} with {} tiles {}x{}x{}", describe_gemm(problem),
+                                         to_string(schedule), am.tile, an.tile, ak.tile);
     if (!fill_memory(cx, schedule, am, an, ak, plan)) {
         throw UsageError("tile", fmt::format("{}: a slot exceeds max_buffer_bytes {}", what,
                                              format_size(limits.max_buffer_bytes)));
@@ -705,83 +708,6 @@ GemmPlan plan_gemm_fixed(const GemmProblem& problem, const PlanLimits& limits, G
     }
     plan.lower_bound_bytes = gemm_lower_bound_bytes(problem, limits.budget_bytes);
     return plan;
-}
-
-GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint64_t chunk_k) {
-    const GemmProblem& p = plan.problem;
-    const std::uint64_t w = gemm_input_bytes(p.type);
-    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
-                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
-    if (!fits_shape) {
-        if (chunk_k == 0) return plan;
-        throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k, of two or more "
-                                             "panels, A not transposed, has its panel in chunks",
-                                             describe(p)));
-    }
-    const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
-    // A 16-bit C: the per-chunk sums of a row's first and last tiles in one f32 tile.
-    const std::uint64_t acc = p.narrow_c ? align_up(plan.tile_m * plan.tile_n * 4, align) : 0;
-    // What the plan holds besides its A panel ring.
-    const std::uint64_t others = plan.device_bytes - std::uint64_t{plan.a_slots} * plan.a_slot_bytes + acc;
-    struct Cut {
-        std::uint64_t chunk_k = 0, chunks = 0, prefetch = 0, bytes = 0;
-    };
-    // A chunk of ck columns: its slots and prefetch, or nothing where it does not fit.
-    auto cut = [&](std::uint64_t ck) -> std::optional<Cut> {
-        if (ck == 0 || ck >= p.k || p.k % ck != 0 || acc > limits.max_buffer_bytes) return std::nullopt;
-        const std::uint64_t bytes = plan.tile_m * ck * w;
-        if (bytes % align != 0 || others > limits.budget_bytes) return std::nullopt;
-        const std::uint64_t chunks = p.k / ck;
-        const std::uint64_t slots = std::min((limits.budget_bytes - others) / bytes, 2 * chunks);
-        if (slots < chunks || slots * bytes > limits.max_buffer_bytes) return std::nullopt;
-        return Cut{ck, chunks, slots - chunks, bytes};
-    };
-    std::optional<Cut> best;
-    if (chunk_k != 0) {
-        best = cut(chunk_k);
-        if (!best) {
-            throw UsageError("tile",
-                             fmt::format("{}: A chunks of {} columns do not divide k, are not aligned "
-                                         "or do not fit the budget with a whole panel",
-                                         describe(p), chunk_k));
-        }
-    } else {
-        // k halved until kMinPanelChunkK; of those that prefetch anything, the nearest to
-        // kPanelChunkK (in factors of two; ties: the smaller).
-        auto distance = [](std::uint64_t ck) {
-            double d = std::log2(static_cast<double>(ck) / static_cast<double>(kPanelChunkK));
-            return d < 0 ? -d + 0.5 : d;
-        };
-        for (std::uint64_t ck = p.k / 2; ck >= kMinPanelChunkK && p.k % ck == 0; ck /= 2) {
-            const std::optional<Cut> c = cut(ck);
-            if (c && c->prefetch > 0 && (!best || distance(ck) < distance(best->chunk_k))) best = c;
-            if (ck % 2 != 0) break;
-        }
-        if (!best) return plan;
-    }
-    GemmPlan out = plan;
-    out.a_chunk_k = best->chunk_k;
-    out.acc_bytes = acc;
-    out.a_slot_bytes = best->bytes;
-    out.a_slots = static_cast<std::uint32_t>(best->chunks + best->prefetch);
-    out.prefetch_chunks = static_cast<std::uint32_t>(best->prefetch);
-    out.device_bytes = others + std::uint64_t{out.a_slots} * out.a_slot_bytes;
-    // A row's first tile runs a GEMM per chunk, and so does its last where a next panel
-    // takes its chunks' regions; the others one over the panel (one contiguous matrix).
-    const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
-    const std::uint64_t cols = ceil_div(p.n, plan.tile_n);
-    out.kernel_calls = 0;
-    for (std::uint64_t r = 0; r < rows; ++r) {
-        const std::uint64_t per_chunk = cols > 1 && r + 1 < rows ? 2 : 1;
-        out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk);
-    }
-    // The calls' overhead follows their count; the rest of the estimate is the plan's.
-    if (plan.call_overhead_seconds > 0) {
-        const double per_call = plan.call_overhead_seconds / static_cast<double>(plan.kernel_calls);
-        out.call_overhead_seconds = per_call * static_cast<double>(out.kernel_calls);
-        out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
-    }
-    return out;
 }
 
 std::uint64_t gemm_minimum_budget(const GemmProblem& problem, const PlanLimits& limits) {

@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "outcore/tile/gemm_plan.hpp"
 #include "outcore/tile/grid.hpp"
 #include "outcore/tile/limits.hpp"
 
@@ -65,6 +67,9 @@ struct Axis {
 /// and more are rounded up to multiples of 256 (aligned, GEMM-friendly), which never
 /// adds a tile: ceil(extent / t) stays ≤ q.
 [[nodiscard]] std::vector<std::uint64_t> tile_candidates(std::uint64_t extent);
+
+/// "GEMM MxNxK type" for messages.
+[[nodiscard]] std::string describe_gemm(const GemmProblem& problem);
 
 /// Checks the limits every planner relies on; UsageError naming `op` otherwise.
 void validate_limits(const PlanLimits& limits, std::string_view op);

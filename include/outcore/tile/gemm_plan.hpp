@@ -186,17 +186,36 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
                                        std::uint32_t c_slots = 0);
 
 /// The plan with its A panel ring cut along k (GemmPlan::a_chunk_k): an APanelResident
-/// plan with tile_k = k, at least two panels of tile_m rows each (m a multiple of tile_m)
-/// and A not transposed. A 16-bit C (narrow_c) also takes an f32 tile of sums
-/// (GemmPlan::acc_bytes) out of the budget, and needs a device that converts f32 to the
-/// C type (Kernels::supports_convert; the executor checks). chunk_k 0 picks the chunk — of k halved
-/// down to kMinPanelChunkK, those whose spare regions hold at least one chunk of the next
-/// panel, the nearest to kPanelChunkK — and returns the plan unchanged where none
-/// prefetches anything; a given chunk_k must divide k and fit (UsageError otherwise).
-/// Bytes moved are the plan's; of the time estimates only the calls' overhead follows the
-/// new kernel_calls.
+/// plan with tile_k = k, at least two panels (the last may be shorter: its chunks keep
+/// the leading dimension tile_m in the regions) and A not transposed. A 16-bit C (narrow_c) also takes an f32
+/// tile of sums (GemmPlan::acc_bytes) out of the budget, and needs a device that converts f32 to the C type
+/// (Kernels::supports_convert; the executor checks). chunk_k 0 picks the chunk — of k halved down to
+/// kMinPanelChunkK, those whose spare regions hold at least one chunk of the next panel, the nearest to
+/// kPanelChunkK — and returns the plan unchanged where none prefetches anything; a given chunk_k must divide
+/// k and fit (UsageError otherwise). Bytes moved are the plan's; of the time estimates only the calls'
+/// overhead follows the new kernel_calls.
 [[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
                                      std::uint64_t chunk_k = 0);
+/// Estimated seconds of a chunked (or chunkable) a-panel plan over the whole k, row by
+/// row: each row takes the longer of its uploads (its B, the next panel, and the first
+/// row its own panel) and its GEMMs (PlanLimits::gemm_shape_flops at the height of equal
+/// panels, else compute_flops), plus the first chunk and B before the first GEMM and the
+/// last C tile's download. It sees what the phase model's mean tiles do not: the last
+/// row, with no next panel to fetch, leaves the link idle when its GEMMs outlast its B.
+/// 0 for any other plan or with the rates unknown.
+[[nodiscard]] double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits);
+/// chunk_a_panel(plan), or, where panel_rows_seconds says it is at least
+/// kPanelBalanceGain faster, the same number of taller chunked panels with a shorter last
+/// one (tile_m in steps of kPanelRowStep; the plan's tile_n or up to two halvings of it,
+/// not below kMinPanelTileN), so that the first rows' spare compute takes work from the
+/// last row's (docs/tiling.md, "A shorter last panel"). Where the rates are unknown or
+/// the plan has no chunks, chunk_a_panel(plan). Asks gemm_shape_flops for one shape per
+/// width tried.
+[[nodiscard]] GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits);
+inline constexpr std::uint64_t kPanelRowStep = 512;
+inline constexpr std::uint64_t kMinLastPanelRows = 2048;
+inline constexpr std::uint64_t kMinPanelTileN = 256;
+inline constexpr double kPanelBalanceGain = 0.01;
 /// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
 /// run one GEMM per chunk).
 inline constexpr std::uint64_t kMinPanelChunkK = 2048;
