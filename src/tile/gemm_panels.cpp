@@ -152,7 +152,8 @@ double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits) {
 GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits) {
     const GemmPlan chunked = chunk_a_panel(plan, limits);
     const double now = panel_rows_seconds(chunked, limits);
-    if (chunked.a_chunk_k == 0 || !(now > 0)) return chunked;
+    // A shifted-in last panel would be as high as the others, overlapping the one before.
+    if (chunked.a_chunk_k == 0 || !(now > 0) || plan.tail != TailPolicy::Shrink) return chunked;
     const GemmProblem& p = plan.problem;
     const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
     // Candidates are costed at their width's rate at the equal panels' height too.

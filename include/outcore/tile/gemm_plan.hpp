@@ -209,7 +209,7 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// one (tile_m in steps of kPanelRowStep; the plan's tile_n or up to two halvings of it,
 /// not below kMinPanelTileN), so that the first rows' spare compute takes work from the
 /// last row's (docs/tiling.md, "A shorter last panel"). Where the rates are unknown or
-/// the plan has no chunks, chunk_a_panel(plan). Asks gemm_shape_flops for one shape per
+/// the plan has no chunks or a tail other than Shrink, chunk_a_panel(plan). Asks gemm_shape_flops for one shape per
 /// width tried.
 [[nodiscard]] GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits);
 inline constexpr std::uint64_t kPanelRowStep = 512;

@@ -227,7 +227,8 @@ TEST(GemmBalancedPanels, ALastRowThatLeavesTheLinkIdleGetsAShorterPanel) {
 }
 
 // Nothing to balance: a link so fast that every row is compute-bound (the rows' GEMMs
-// add up whatever the split), rates unknown, or a plan that is not a chunkable a-panel:
+// add up whatever the split), rates unknown, a shift-inwards tail (its last panel is as
+// high as the others), or a plan that is not a chunkable a-panel:
 // chunk_a_panel's plan as it is.
 TEST(GemmBalancedPanels, PlansWithNothingToGainAreChunkedAsTheyAre) {
     const GemmProblem p = tf32_case();
@@ -245,6 +246,11 @@ TEST(GemmBalancedPanels, PlansWithNothingToGainAreChunkedAsTheyAre) {
     EXPECT_TRUE(same(balance_a_panels(even, untimed), chunk_a_panel(even, untimed)));
     EXPECT_EQ(panel_rows_seconds(even, untimed), 0.0);
     H100 h(3 * kGiB - 64 * kMiB, 370e12);
+    GemmProblem shifted = p;
+    shifted.tail = outcore::tile::TailPolicy::ShiftInwards;
+    const GemmPlan shift =
+        plan_gemm_fixed(shifted, h.limits, GemmSchedule::APanelResident, 16384, 768, 32768, 1, 3);
+    EXPECT_TRUE(same(balance_a_panels(shift, h.limits), chunk_a_panel(shift, h.limits)));
     const GemmPlan streamed = plan_gemm_fixed(p, h.limits, GemmSchedule::APanelResident, 16384, 768, 4096);
     EXPECT_TRUE(same(balance_a_panels(streamed, h.limits), streamed));
     EXPECT_EQ(panel_rows_seconds(streamed, h.limits), 0.0);
