@@ -109,44 +109,54 @@ double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits) {
     if (!chunkable(plan) && plan.a_chunk_k == 0) return 0;
     if (limits.compute_flops <= 0 || !link.known()) return 0;
     const GemmProblem& p = plan.problem;
-    if (plan.schedule != GemmSchedule::APanelResident || plan.tile_k != p.k || plan.tile_m >= p.m) return 0;
+    if (plan.schedule != GemmSchedule::APanelResident || plan.tile_k != p.k || plan.tile_m >= p.m ||
+        plan.tail != TailPolicy::Shrink) {
+        return 0;
+    }
     const double w = gemm_input_bytes(p.type);
     const double wc = gemm_c_bytes(p);
     const auto k = static_cast<double>(p.k);
     const auto n = static_cast<double>(p.n);
+    const auto tn = static_cast<double>(plan.tile_n);
     const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
     const std::uint64_t last_rows = p.m - (rows - 1) * plan.tile_m;
     const std::uint64_t ck = plan.a_chunk_k != 0 ? plan.a_chunk_k : p.k;
-    // Seconds to move `bytes` of an operand's chunks of outer × inner elements.
-    auto up = [&](GemmOperand op, std::uint64_t outer, std::uint64_t inner, double bytes) {
-        double rate = limits.gemm_copy_rate ? limits.gemm_copy_rate(op, outer, inner) : 0.0;
+    // Rates at the height of equal panels: a GEMM or a copy of panels a few thousand rows
+    // taller or shorter runs at nearly the same rate, so balance_a_panels' candidates cost
+    // one shape probe per width and no copy probe beyond the equal panels'.
+    const std::uint64_t even = std::min(p.m, align_up(ceil_div(p.m, rows), kPanelRowStep));
+    auto up = [&](GemmOperand op, std::uint64_t inner, double bytes) {
+        double rate = limits.gemm_copy_rate
+                          ? limits.gemm_copy_rate(op, op == GemmOperand::B ? plan.tile_n : even, inner)
+                          : 0.0;
         if (!(rate > 0)) rate = link.up_bytes_per_second;
         return bytes / rate;
     };
-    // One rate per tile width, measured at the height of equal panels (panels a few
-    // thousand rows taller or shorter run their GEMMs at nearly the same rate), so the
-    // candidates of balance_a_panels cost one shape probe per width.
-    const std::uint64_t even = std::min(p.m, align_up(ceil_div(p.m, rows), kPanelRowStep));
     double flops = limits.gemm_shape_flops ? limits.gemm_shape_flops(even, plan.tile_n, p.k) : 0.0;
     if (!(flops > 0) || !std::isfinite(flops)) flops = limits.compute_flops;
     auto height = [&](std::uint64_t r) {
         return static_cast<double>(r + 1 < rows ? plan.tile_m : last_rows);
     };
-    auto outer = [&](std::uint64_t r) { return r + 1 < rows ? plan.tile_m : last_rows; };
-    const double b_row = up(GemmOperand::B, plan.tile_n, p.k, k * n * w);
-    const double first_chunk = up(GemmOperand::A, plan.tile_m, ck, height(0) * static_cast<double>(ck) * w);
-    const double first_b = up(GemmOperand::B, plan.tile_n, p.k, k * static_cast<double>(plan.tile_n) * w);
-    double total = first_chunk + first_b;
+    // Before the first GEMM: the first chunk of A, the first B and (β ≠ 0) the first C tile.
+    const double first_chunk = up(GemmOperand::A, ck, height(0) * static_cast<double>(ck) * w);
+    const double first_b = up(GemmOperand::B, p.k, k * tn * w);
+    const double first_c = p.beta_nonzero ? up(GemmOperand::C, plan.tile_n, height(0) * tn * wc) : 0.0;
+    double total = first_chunk + first_b + first_c;
     for (std::uint64_t r = 0; r < rows; ++r) {
-        double link_s = b_row - (r == 0 ? first_b : 0.0);
-        if (r == 0) link_s += up(GemmOperand::A, outer(0), ck, height(0) * k * w) - first_chunk;
-        if (r + 1 < rows) link_s += up(GemmOperand::A, outer(r + 1), ck, height(r + 1) * k * w);
+        // A row's uploads: all of B, C with β ≠ 0, the next panel, and the first row its own.
+        double link_s = up(GemmOperand::B, p.k, k * n * w);
+        if (p.beta_nonzero) link_s += up(GemmOperand::C, plan.tile_n, height(r) * n * wc);
+        if (r == 0) link_s += up(GemmOperand::A, ck, height(0) * k * w) - first_chunk - first_b - first_c;
+        if (r + 1 < rows) link_s += up(GemmOperand::A, ck, height(r + 1) * k * w);
         const double compute_s = 2 * height(r) * n * k / flops;
         total += std::max(link_s, compute_s);
     }
-    // The last C tile comes down after its GEMM.
+    // The last C tile comes down after its GEMM (all of it: a plan of equal panels that
+    // drains it in column parts hides some, a bias of well under kPanelBalanceGain), and
+    // every GEMM call costs kernel_call_seconds.
     const double last_cols = static_cast<double>(p.n - (ceil_div(p.n, plan.tile_n) - 1) * plan.tile_n);
-    return total + link.down_seconds(height(rows - 1) * last_cols * wc);
+    return total + link.down_seconds(height(rows - 1) * last_cols * wc) +
+           static_cast<double>(plan.kernel_calls) * limits.kernel_call_seconds;
 }
 
 GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits) {
@@ -167,10 +177,9 @@ GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits) {
     std::optional<GemmPlan> best;
     double best_s = 0;
     // Taller panels, as many (the last one shorter, at least kMinLastPanelRows), at the
-    // plan's width or up to two halvings narrower, in steps of kPanelRowStep rows.
+    // plan's width or half of it (not below kMinPanelTileN), in steps of kPanelRowStep rows.
     std::vector<std::uint64_t> widths{plan.tile_n};
-    for (std::uint64_t tn = plan.tile_n / 2; tn >= kMinPanelTileN && widths.size() < 3; tn /= 2)
-        widths.push_back(tn);
+    if (plan.tile_n / 2 >= kMinPanelTileN) widths.push_back(plan.tile_n / 2);
     for (const std::uint64_t tn : widths) {
         for (std::uint64_t tm = align_up(plan.tile_m + 1, kPanelRowStep);
              ceil_div(p.m, tm) == rows && p.m - (rows - 1) * tm >= kMinLastPanelRows; tm += kPanelRowStep) {

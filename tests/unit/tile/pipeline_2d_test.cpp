@@ -433,8 +433,9 @@ TEST(Pipeline2D, BadRangesAreUsageErrorsAndEmptyShapesNoOps) {
 
 // A staged upload into a pitched place (Pipeline::upload with a Copy2D): the fill writes
 // the runs packed, they land buffer_pitch apart from the offset, and the bytes between
-// them keep what was there; the statistics count the runs' bytes. A place whose host
-// pitch is not its width (not packed) or that spans past the slot is a UsageError.
+// them keep what was there; the statistics count the runs' bytes; a staging buffer need
+// only hold the runs. A place whose host pitch is not its width (not packed), that spans
+// past the slot or whose runs overflow the staging buffer is a UsageError.
 TEST(Pipeline2D, AStagedUploadLandsInAPitchedPlace) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
@@ -478,6 +479,17 @@ TEST(Pipeline2D, AStagedUploadLandsInAPitchedPlace) {
     wide.host_pitch_bytes = wide.width_bytes + 1;
     refused(offset, wide);
     refused(1024 - packed.buffer_span_bytes() + 1, packed);  // one byte past the slot
+    // The staging buffer holds the runs, not the span: runs that fill it exactly go up,
+    // one byte more is refused.
+    o.upload_staging.bytes = place.rows * place.width_bytes;
+    {
+        Pipeline p(*device, o);
+        p.upload(SlotId{0}, 0, packed,
+                 [](std::span<std::byte> s) { std::fill(s.begin(), s.end(), std::byte{7}); });
+        EXPECT_EQ(p.finish().bytes_uploaded, o.upload_staging.bytes);
+    }
+    o.upload_staging.bytes -= 1;
+    refused(0, packed);
     expect_nothing_held(*device);
 }
 
