@@ -1,9 +1,7 @@
 #include "cuda_queue.hpp"
 
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 #include <utility>
 
 #include "cuda_blas.hpp"
@@ -129,10 +127,6 @@ bool CudaEvent::do_query() {
 CudaQueue::CudaQueue(CudaDevice& device, QueueRole role) : Queue(device, role), cuda_device_(&device) {
     use_device(device.ordinal());
     OUTCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    if (const char* split = std::getenv("OUTCORE_CUDA_SPLIT_2D");
-        split != nullptr && role == QueueRole::Upload) {
-        split_2d_ = std::string_view(split) == "2" ? 2 : 1;
-    }
     // This backend's queues report their copies and kernels themselves (device-timed)
     // while a monitor observes: layers that time queue work with host tasks skip it.
     monitor::set_device_timed(device.id());
@@ -168,12 +162,6 @@ CudaQueue::~CudaQueue() {
     if (anchor_stream_ != nullptr) {
         if (const cudaError_t rc = cudaStreamDestroy(anchor_stream_); rc != cudaSuccess)
             warn_noexcept("cudaStreamDestroy (anchor stream)", rc);
-    }
-    if (aux_stream_ != nullptr) {
-        (void)cudaStreamSynchronize(aux_stream_);
-        (void)cudaStreamDestroy(aux_stream_);
-        (void)cudaEventDestroy(fork_);
-        (void)cudaEventDestroy(join_);
     }
     if (failure_) {
         try {
@@ -343,39 +331,15 @@ void CudaQueue::do_copy_2d(const BufferView& buffer, HostRange host, const Copy2
         return;
     }
     const ItemKind kind = h == Where::Pageable || d == Where::Pageable ? ItemKind::Blocking : ItemKind::Gpu;
-    GpuOp op = up && split_2d_ > 1 && kind == ItemKind::Gpu && rows >= 64 && width < (std::size_t{64} << 10)
-                   ? split_copy_2d(to, to_pitch, from, from_pitch, width, rows)
-                   : GpuOp([from, to, from_pitch, to_pitch, width, rows](cudaStream_t stream) {
-                         OUTCORE_CUDA_CHECK(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows,
-                                                              cudaMemcpyDefault, stream));
-                     });
+    GpuOp op = [from, to, from_pitch, to_pitch, width, rows](cudaStream_t stream) {
+        OUTCORE_CUDA_CHECK(
+            cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, rows, cudaMemcpyDefault, stream));
+    };
     if (monitor::observed()) {
         const monitor::OpKind traced = up ? copy_kind(h, d) : copy_kind(d, h);
         op = timed(std::move(op), traced, detail::copy_name(traced), shape.rows * shape.width_bytes);
     }
     push(Item{.kind = kind, .op = std::move(op), .task = {}, .slot = {}});
-}
-
-CudaQueue::GpuOp CudaQueue::split_copy_2d(void* to, std::size_t to_pitch, const void* from,
-                                          std::size_t from_pitch, std::size_t width, std::size_t rows) {
-    if (aux_stream_ == nullptr) {
-        use_device(cuda_device_->ordinal());
-        OUTCORE_CUDA_CHECK(cudaStreamCreateWithFlags(&aux_stream_, cudaStreamNonBlocking));
-        OUTCORE_CUDA_CHECK(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
-        OUTCORE_CUDA_CHECK(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
-    }
-    return [this, to, to_pitch, from, from_pitch, width, rows](cudaStream_t stream) {
-        const std::size_t half = rows / 2;
-        OUTCORE_CUDA_CHECK(cudaEventRecord(fork_, stream));
-        OUTCORE_CUDA_CHECK(cudaStreamWaitEvent(aux_stream_, fork_, 0));
-        OUTCORE_CUDA_CHECK(
-            cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, half, cudaMemcpyDefault, stream));
-        OUTCORE_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<std::byte*>(to) + half * to_pitch, to_pitch,
-                                             static_cast<const std::byte*>(from) + half * from_pitch,
-                                             from_pitch, width, rows - half, cudaMemcpyDefault, aux_stream_));
-        OUTCORE_CUDA_CHECK(cudaEventRecord(join_, aux_stream_));
-        OUTCORE_CUDA_CHECK(cudaStreamWaitEvent(stream, join_, 0));
-    };
 }
 
 void CudaQueue::do_fill(const BufferView& dst, std::byte value) {

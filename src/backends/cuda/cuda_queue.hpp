@@ -160,18 +160,8 @@ private:
     /// Runs an item on the worker; returns the failure it caused (or null).
     [[nodiscard]] std::exception_ptr execute(Item& item, const std::exception_ptr& failure) noexcept;
 
-    /// A 2-D upload of short runs split by rows over the queue's stream and aux_stream_
-    /// (OUTCORE_CUDA_SPLIT_2D=2; an experiment: does a second copy stream lift short-run
-    /// uploads towards the link rate? bench/panel_upload_probe.cu). The GpuOp; made on
-    /// the submitting thread.
-    [[nodiscard]] GpuOp split_copy_2d(void* to, std::size_t to_pitch, const void* from,
-                                      std::size_t from_pitch, std::size_t width, std::size_t rows);
-
     CudaDevice* cuda_device_;
     cudaStream_t stream_ = nullptr;
-    unsigned split_2d_ = 1;              ///< OUTCORE_CUDA_SPLIT_2D on an upload queue
-    cudaStream_t aux_stream_ = nullptr;  ///< split_copy_2d's second stream, made on first use
-    cudaEvent_t fork_ = nullptr, join_ = nullptr;
     cublasHandle_t cublas_ = nullptr;
     Block cublas_workspace_;
 
