@@ -121,10 +121,11 @@ double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits) {
     const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
     const std::uint64_t last_rows = p.m - (rows - 1) * plan.tile_m;
     const std::uint64_t ck = plan.a_chunk_k != 0 ? plan.a_chunk_k : p.k;
-    // Rates at the height of equal panels: a GEMM or a copy of panels a few thousand rows
-    // taller or shorter runs at nearly the same rate, so balance_a_panels' candidates cost
-    // one shape probe per width and no copy probe beyond the equal panels'.
-    const std::uint64_t even = std::min(p.m, align_up(ceil_div(p.m, rows), kPanelRowStep));
+    // Copies at the equal panels' run length (a panel a few thousand rows taller or
+    // shorter goes up at nearly the same rate: no copy probe beyond the equal panels');
+    // GEMMs at each row's own shape (cuBLAS runs 19456- or 20480-row tf32 GEMMs 15–35 %
+    // slower than 16384-row ones: BENCHMARKS.md, ninth session).
+    const std::uint64_t even = std::min(p.m, align_up(ceil_div(p.m, rows), 256));
     auto up = [&](GemmOperand op, std::uint64_t inner, double bytes) {
         double rate = limits.gemm_copy_rate
                           ? limits.gemm_copy_rate(op, op == GemmOperand::B ? plan.tile_n : even, inner)
@@ -132,8 +133,12 @@ double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits) {
         if (!(rate > 0)) rate = link.up_bytes_per_second;
         return bytes / rate;
     };
-    double flops = limits.gemm_shape_flops ? limits.gemm_shape_flops(even, plan.tile_n, p.k) : 0.0;
-    if (!(flops > 0) || !std::isfinite(flops)) flops = limits.compute_flops;
+    auto flops_for = [&](std::uint64_t height_rows) {
+        double f = limits.gemm_shape_flops ? limits.gemm_shape_flops(height_rows, plan.tile_n, p.k) : 0.0;
+        return f > 0 && std::isfinite(f) ? f : limits.compute_flops;
+    };
+    const double flops_full = flops_for(plan.tile_m);
+    const double flops_last = last_rows == plan.tile_m ? flops_full : flops_for(last_rows);
     auto height = [&](std::uint64_t r) {
         return static_cast<double>(r + 1 < rows ? plan.tile_m : last_rows);
     };
@@ -148,7 +153,7 @@ double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits) {
         if (p.beta_nonzero) link_s += up(GemmOperand::C, plan.tile_n, height(r) * n * wc);
         if (r == 0) link_s += up(GemmOperand::A, ck, height(0) * k * w) - first_chunk - first_b - first_c;
         if (r + 1 < rows) link_s += up(GemmOperand::A, ck, height(r + 1) * k * w);
-        const double compute_s = 2 * height(r) * n * k / flops;
+        const double compute_s = 2 * height(r) * n * k / (r + 1 < rows ? flops_full : flops_last);
         total += std::max(link_s, compute_s);
     }
     // The last C tile comes down after its GEMM (all of it: a plan of equal panels that
@@ -166,14 +171,6 @@ GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits) {
     if (chunked.a_chunk_k == 0 || !(now > 0) || plan.tail != TailPolicy::Shrink) return chunked;
     const GemmProblem& p = plan.problem;
     const std::uint64_t rows = ceil_div(p.m, plan.tile_m);
-    // Candidates are costed at their width's rate at the equal panels' height too.
-    PlanLimits lim = limits;
-    if (limits.gemm_shape_flops) {
-        const std::uint64_t even = std::min(p.m, align_up(ceil_div(p.m, rows), kPanelRowStep));
-        lim.gemm_shape_flops = [&limits, even](std::uint64_t, std::uint64_t n, std::uint64_t k) {
-            return limits.gemm_shape_flops(even, n, k);
-        };
-    }
     std::optional<GemmPlan> best;
     double best_s = 0;
     // Taller panels, as many (the last one shorter, at least kMinLastPanelRows), at the
@@ -185,12 +182,13 @@ GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits) {
              ceil_div(p.m, tm) == rows && p.m - (rows - 1) * tm >= kMinLastPanelRows; tm += kPanelRowStep) {
             GemmPlan c;
             try {
-                c = chunk_a_panel(plan_gemm_fixed(p, lim, GemmSchedule::APanelResident, tm, tn, p.k), lim);
+                c = chunk_a_panel(plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, tm, tn, p.k),
+                                  limits);
             } catch (const UsageError&) {
                 break;  // no taller panel fits either
             }
             if (c.a_chunk_k == 0) break;  // nor prefetches anything
-            const double s = panel_rows_seconds(c, lim);
+            const double s = panel_rows_seconds(c, limits);
             if (s > 0 && (!best || s < best_s)) best = c, best_s = s;
         }
     }

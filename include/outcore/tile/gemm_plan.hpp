@@ -200,11 +200,11 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// shrink tail, row by row: each row takes the longer of its uploads (its B, C with
 /// β ≠ 0, the next panel, and the first row its own panel) and its GEMMs; plus what goes
 /// up before the first GEMM (the first chunk, B and C tile), the last C tile's download
-/// and kernel_call_seconds per GEMM call. GEMM and copy rates are taken at the height of
-/// equal panels (PlanLimits::gemm_shape_flops, gemm_copy_rate; else compute_flops and the
-/// link). It sees what the phase model's mean tiles do not: the last row, with no next
-/// panel to fetch, leaves the link idle when its GEMMs outlast its B. 0 for any other
-/// plan or with the rates unknown.
+/// and kernel_call_seconds per GEMM call. Each row's GEMMs at their own shape's rate
+/// (PlanLimits::gemm_shape_flops, else compute_flops), copies at the equal panels' run
+/// length (gemm_copy_rate, else the link). It sees what the phase model's mean tiles do not: the last row,
+/// with no next panel to fetch, leaves the link idle when its GEMMs outlast its B. 0 for any other plan or
+/// with the rates unknown.
 [[nodiscard]] double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits);
 /// chunk_a_panel(plan), or, where panel_rows_seconds says it is at least
 /// kPanelBalanceGain faster, the same number of taller chunked panels with a shorter last
@@ -212,9 +212,9 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// kMinPanelTileN), so that the first rows' spare compute takes work from the last
 /// row's (docs/tiling.md, "A shorter last panel"). Where the rates are unknown or the
 /// plan has no chunks or a tail other than Shrink, chunk_a_panel(plan). Asks
-/// gemm_shape_flops for one shape per width tried.
+/// gemm_shape_flops for two shapes per candidate (its panels' and its last panel's).
 [[nodiscard]] GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits);
-inline constexpr std::uint64_t kPanelRowStep = 512;
+inline constexpr std::uint64_t kPanelRowStep = 4096;
 inline constexpr std::uint64_t kMinLastPanelRows = 2048;
 inline constexpr std::uint64_t kMinPanelTileN = 512;
 inline constexpr double kPanelBalanceGain = 0.01;
