@@ -1,4 +1,4 @@
-// src/tile/pipeline.cpp — the Pipeline (outcore/tile/pipeline.hpp). About 830 lines
+// src/tile/pipeline.cpp — the Pipeline (outcore/tile/pipeline.hpp). About 850 lines
 // on purpose: construction, per-slot dependency tracking, the upload FIFO, compute
 // lanes, downloads and the busy-time statistics share one private state and one
 // ordering contract, and splitting them would spread that contract over files.
