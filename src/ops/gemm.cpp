@@ -124,12 +124,6 @@ struct CPart {
 /// in chunks"). Not measured on the Vulkan GPUs, nor worth anything on the CPU backend, so
 /// not their default.
 constexpr bool kChunkedPanels = true;
-/// Whether that default also lets tile::balance_a_panels make the first panels taller and
-/// the last shorter where the last row would leave the link idle (docs/tiling.md, "A
-/// shorter last panel"). Off: on an H100 every taller panel measured ran slower (cuBLAS
-/// runs 18432–22528-row GEMMs 15–35 % below 16384-row ones), and the version that costs
-/// each candidate at its own rate has not run on a GPU.
-constexpr bool kBalancedPanels = false;
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
@@ -323,10 +317,6 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
                                      "in chunks needs",
                                      device.info().id(), to_string(problem.type)));
     }
-    // The planner's own tiles may also trade a taller first panel for a shorter last one
-    // (tile::balance_a_panels); forced tiles stay as they are.
-    const bool forced = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
-    if (kBalancedPanels && chunk_k == 0 && !forced) return tile::balance_a_panels(plan, limits);
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
 

@@ -114,9 +114,7 @@ struct GemmOptions {
     /// (tile::chunk_a_panel, GemmPlan::a_chunk_k), so the next panel's first chunks go up
     /// during the current row in the budget a whole second panel would not fit: unset,
     /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels: chunked wherever
-    /// tile::chunk_a_panel finds a chunk that prefetches anything; with kBalancedPanels,
-    /// off for now, also taller panels and a shorter last one where the planner picked the
-    /// tiles and tile::balance_a_panels finds them faster); 0, never; else
+    /// tile::chunk_a_panel finds a chunk that prefetches anything); 0, never; else
     /// chunks of this many columns (UsageError where the plan cannot have them). A 16-bit
     /// C also takes an f32 tile of sums from the budget and needs Kernels::convert (the
     /// default leaves its panel whole where the device lacks it). Never with

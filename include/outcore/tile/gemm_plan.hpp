@@ -196,28 +196,6 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// overhead follows the new kernel_calls.
 [[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
                                      std::uint64_t chunk_k = 0);
-/// Estimated seconds of a chunked (or chunkable) a-panel plan over the whole k with the
-/// shrink tail, row by row: each row takes the longer of its uploads (its B, C with
-/// β ≠ 0, the next panel, and the first row its own panel) and its GEMMs; plus what goes
-/// up before the first GEMM (the first chunk, B and C tile), the last C tile's download
-/// and kernel_call_seconds per GEMM call. Each row's GEMMs at their own shape's rate
-/// (PlanLimits::gemm_shape_flops, else compute_flops), copies at the equal panels' run
-/// length (gemm_copy_rate, else the link). It sees what the phase model's mean tiles do not: the last row,
-/// with no next panel to fetch, leaves the link idle when its GEMMs outlast its B. 0 for any other plan or
-/// with the rates unknown.
-[[nodiscard]] double panel_rows_seconds(const GemmPlan& plan, const PlanLimits& limits);
-/// chunk_a_panel(plan), or, where panel_rows_seconds says it is at least
-/// kPanelBalanceGain faster, the same number of taller chunked panels with a shorter last
-/// one (tile_m in steps of kPanelRowStep; the plan's tile_n or half of it, not below
-/// kMinPanelTileN), so that the first rows' spare compute takes work from the last
-/// row's (docs/tiling.md, "A shorter last panel"). Where the rates are unknown or the
-/// plan has no chunks or a tail other than Shrink, chunk_a_panel(plan). Asks
-/// gemm_shape_flops for two shapes per candidate (its panels' and its last panel's).
-[[nodiscard]] GemmPlan balance_a_panels(const GemmPlan& plan, const PlanLimits& limits);
-inline constexpr std::uint64_t kPanelRowStep = 4096;
-inline constexpr std::uint64_t kMinLastPanelRows = 2048;
-inline constexpr std::uint64_t kMinPanelTileN = 512;
-inline constexpr double kPanelBalanceGain = 0.01;
 /// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
 /// run one GEMM per chunk).
 inline constexpr std::uint64_t kMinPanelChunkK = 2048;

@@ -1,14 +1,11 @@
 // Tests of tile::chunk_a_panel (GemmPlan::a_chunk_k): which plans may have their A panel
 // in chunks along k, which chunk it picks, and that the chunked plan holds its budget
-// and moves the bytes the whole-panel plan moved; and of tile::balance_a_panels (taller
-// panels and a shorter last one where the last row would leave the link idle). The
-// executor's side is in tests/unit/ops/gemm_test.cpp (Gemm.APanelInChunks*).
+// and moves the bytes the whole-panel plan moved. The executor's side is in
+// tests/unit/ops/gemm_test.cpp (Gemm.APanelInChunks*).
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdint>
 #include <optional>
-#include <set>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
@@ -18,12 +15,10 @@ namespace {
 
 using outcore::kGiB;
 using outcore::kMiB;
-using outcore::tile::balance_a_panels;
 using outcore::tile::chunk_a_panel;
 using outcore::tile::GemmPlan;
 using outcore::tile::GemmProblem;
 using outcore::tile::GemmSchedule;
-using outcore::tile::panel_rows_seconds;
 using outcore::tile::plan_gemm_fixed;
 using outcore::tile::PlanLimits;
 
@@ -170,111 +165,6 @@ TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
     EXPECT_EQ(asked.prefetch_chunks, 0U);
     EXPECT_EQ(asked.device_bytes, snug.device_bytes);
     EXPECT_THROW((void)chunk_a_panel(snug, tight, 3000), outcore::UsageError) << "does not divide k";
-}
-
-// An H100's rates (BENCHMARKS.md, eighth session: TF32 370 TFLOP/s, 55.3 GB/s up, 55.2
-// down, 95.7 both at once), GEMMs 5 % slower in 768-wide tiles and 10 % in 512-wide ones
-// than in 1024-wide ones, and `taller` times as fast in panels of other heights than
-// 16384 rows; every shape asked for recorded.
-struct H100 {
-    PlanLimits limits;
-    std::set<std::array<std::uint64_t, 3>> asked;
-    H100(std::uint64_t budget, double flops, double taller = 1.0) {
-        limits = {.budget_bytes = budget,
-                  .min_offset_alignment = 256,
-                  .compute_flops = flops,
-                  .link_bytes_per_second = 55.3e9,
-                  .link_d2h_bytes_per_second = 55.2e9,
-                  .link_duplex_bytes_per_second = 95.7e9};
-        limits.gemm_shape_flops = [this, flops, taller](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
-            asked.insert({m, n, k});
-            return flops * (n >= 1024 ? 1.0 : n >= 768 ? 0.95 : 0.9) * (m == 16384 ? 1.0 : taller);
-        };
-    }
-};
-
-// Two equal tf32 panels at 6 GiB (16384 × 512, chunks of 4096, the whole next panel
-// ahead): the first row uploads its panel, all of B and the next panel (8 GiB, ~155 ms)
-// against ~105 ms of GEMMs; the last row only B (4 GiB, ~78 ms) against the same GEMMs,
-// so its link idles. Where taller panels run their GEMMs as fast, balance_a_panels makes
-// the first panel taller and the last shorter (as many panels, heights in steps of
-// kPanelRowStep, the last at least kMinLastPanelRows), still chunked and within the
-// budget, and the rows model says it is faster; it asks for the GEMM rates of the
-// candidates' own panels. Where they run 30 % slower (as cuBLAS ran 19456- and
-// 20480-row tf32 GEMMs on an H100), it keeps the equal panels.
-TEST(GemmBalancedPanels, ALastRowThatLeavesTheLinkIdleGetsAShorterPanel) {
-    const GemmProblem p = tf32_case();
-    H100 h(6 * kGiB - 64 * kMiB, 370e12);
-    const GemmPlan even = plan_gemm_fixed(p, h.limits, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
-    const GemmPlan chunked = chunk_a_panel(even, h.limits);
-    ASSERT_NE(chunked.a_chunk_k, 0U);
-    h.asked.clear();
-    const GemmPlan out = balance_a_panels(even, h.limits);
-    EXPECT_GT(out.tile_m, even.tile_m);
-    EXPECT_EQ(out.tile_m % outcore::tile::kPanelRowStep, 0U);
-    EXPECT_LT(out.tile_m, p.m);
-    EXPECT_GE(p.m - out.tile_m, outcore::tile::kMinLastPanelRows);
-    EXPECT_NE(out.a_chunk_k, 0U);
-    EXPECT_GE(out.prefetch_chunks, 1U);
-    EXPECT_LE(out.device_bytes, h.limits.budget_bytes);
-    EXPECT_EQ(out.bytes_moved, chunked.bytes_moved) << "the same bytes: A once, B twice, C once";
-    const double before = panel_rows_seconds(chunked, h.limits);
-    const double after = panel_rows_seconds(out, h.limits);
-    EXPECT_LT(after, before * (1 - outcore::tile::kPanelBalanceGain));
-    EXPECT_TRUE(h.asked.count({out.tile_m, out.tile_n, p.k}) == 1 &&
-                h.asked.count({p.m - out.tile_m, out.tile_n, p.k}) == 1)
-        << "the rates of the chosen panels' own GEMMs";
-    // The rows model is what picks: the even plan's last row is compute-bound, so its
-    // estimate is the first row's uploads (its panel, all of B, the next panel: 8 GiB),
-    // the last row's GEMMs (512-wide at 0.9 of the rate), the last C tile's download
-    // (16384 × 512) and 10 µs per GEMM call.
-    const double link_row0 = (2 + 4 + 2) * static_cast<double>(kGiB) / 55.3e9;
-    const double gemms_row1 = 2.0 * 16384 * 32768 * 32768 / (370e12 * 0.9);
-    const double drain = 16384.0 * 512 * 4 / 55.2e9;
-    const double calls = static_cast<double>(chunked.kernel_calls) * 10e-6;
-    EXPECT_NEAR(before, link_row0 + gemms_row1 + drain + calls, 1e-9 * before);
-
-    H100 slower(6 * kGiB - 64 * kMiB, 370e12, 0.7);
-    const GemmPlan kept = balance_a_panels(even, slower.limits);
-    EXPECT_EQ(kept.tile_m, even.tile_m);
-    EXPECT_EQ(kept.a_chunk_k, chunked.a_chunk_k);
-}
-
-// Nothing to balance: a link so fast that every row is compute-bound (the rows' GEMMs
-// add up whatever the split), C going up too (β ≠ 0: every row link-bound), rates
-// unknown, a shift-inwards tail (its last panel is as
-// high as the others), or a plan that is not a chunkable a-panel:
-// chunk_a_panel's plan as it is.
-TEST(GemmBalancedPanels, PlansWithNothingToGainAreChunkedAsTheyAre) {
-    const GemmProblem p = tf32_case();
-    H100 fast(6 * kGiB - 64 * kMiB, 370e12);
-    fast.limits.link_bytes_per_second = fast.limits.link_d2h_bytes_per_second = 5e12;
-    fast.limits.link_duplex_bytes_per_second = 1e13;
-    const GemmPlan even =
-        plan_gemm_fixed(p, fast.limits, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
-    auto same = [](const GemmPlan& a, const GemmPlan& b) {
-        return a.tile_m == b.tile_m && a.tile_n == b.tile_n && a.a_chunk_k == b.a_chunk_k &&
-               a.prefetch_chunks == b.prefetch_chunks && a.device_bytes == b.device_bytes;
-    };
-    EXPECT_TRUE(same(balance_a_panels(even, fast.limits), chunk_a_panel(even, fast.limits)));
-    const PlanLimits untimed{.budget_bytes = 6 * kGiB - 64 * kMiB, .min_offset_alignment = 256};
-    EXPECT_TRUE(same(balance_a_panels(even, untimed), chunk_a_panel(even, untimed)));
-    EXPECT_EQ(panel_rows_seconds(even, untimed), 0.0);
-    H100 h(6 * kGiB - 64 * kMiB, 370e12);
-    // β ≠ 0: C goes up too (16 GiB in all), every row is link-bound.
-    GemmProblem with_c = p;
-    with_c.beta_nonzero = true;
-    const GemmPlan c_up =
-        plan_gemm_fixed(with_c, h.limits, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
-    EXPECT_TRUE(same(balance_a_panels(c_up, h.limits), chunk_a_panel(c_up, h.limits)));
-    GemmProblem shifted = p;
-    shifted.tail = outcore::tile::TailPolicy::ShiftInwards;
-    const GemmPlan shift =
-        plan_gemm_fixed(shifted, h.limits, GemmSchedule::APanelResident, 16384, 512, 32768, 1, 3);
-    EXPECT_TRUE(same(balance_a_panels(shift, h.limits), chunk_a_panel(shift, h.limits)));
-    const GemmPlan streamed = plan_gemm_fixed(p, h.limits, GemmSchedule::APanelResident, 16384, 512, 4096);
-    EXPECT_TRUE(same(balance_a_panels(streamed, h.limits), streamed));
-    EXPECT_EQ(panel_rows_seconds(streamed, h.limits), 0.0);
 }
 
 }  // namespace
