@@ -317,6 +317,12 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
                                      "in chunks needs",
                                      device.info().id(), to_string(problem.type)));
     }
+    // The planner's own single whole-A panel: two chunked panels instead where they fit
+    // with the whole next panel ahead (tile::two_chunked_panels).
+    const bool forced = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
+    if (chunk_k == 0 && !forced) {
+        if (std::optional<tile::GemmPlan> two = tile::two_chunked_panels(plan, limits)) return *two;
+    }
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
 

@@ -1,5 +1,6 @@
-// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel); docs/tiling.md, "The A
-// panel in chunks" and "A shorter last panel".
+// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), and two chunked panels
+// instead of all of A in one (two_chunked_panels); docs/tiling.md, "The A panel in chunks"
+// and "A shorter last panel".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -88,6 +89,28 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
         out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
     }
     return out;
+}
+
+std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimits& limits) {
+    const GemmProblem& p = plan.problem;
+    if (plan.schedule != GemmSchedule::APanelResident || plan.tile_m < p.m || p.trans_a) return std::nullopt;
+    const std::uint64_t tile_m = align_up(ceil_div(p.m, 2), 256);
+    if (tile_m >= p.m) return std::nullopt;
+    std::optional<GemmPlan> best;
+    for (const std::uint64_t tile_n : kTwoPanelWidths) {
+        if (tile_n > p.n) continue;
+        GemmPlan c;
+        try {
+            c = chunk_a_panel(plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, tile_m, tile_n, p.k),
+                              limits);
+        } catch (const UsageError&) {
+            continue;  // does not fit
+        }
+        // The whole next panel ahead: no row change waits for the panel.
+        if (c.a_chunk_k == 0 || 2 * std::uint64_t{c.prefetch_chunks} < c.a_slots) continue;
+        if (!best || c.total_seconds < best->total_seconds) best = c;
+    }
+    return best;
 }
 
 }  // namespace outcore::tile

@@ -20,8 +20,10 @@
 // mean 2/(1/r + 1/c) ≥ w·F/B; GemmPlan::reuse_side() is that mean (docs/tiling.md).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "outcore/device/dtype.hpp"
@@ -196,6 +198,16 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// overhead follows the new kernel_calls.
 [[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
                                      std::uint64_t chunk_k = 0);
+/// Where `plan` holds all of A as one panel (an a-panel plan with tile_m ≥ m), whose upload
+/// is the run's lead-in: the plan of two equal panels over the whole k (tile_m = m/2
+/// rounded up to 256) with the A panel in chunks and the whole next panel ahead, of the
+/// widths kTwoPanelWidths that fit, the fastest by the plans' estimates; none where none
+/// fits or the plan is another. On H100s such plans ran tf32 at 6 GiB 0.4–3 points of
+/// in-core faster than the planner's single whole-A panel (docs/tiling.md, "The A panel in
+/// chunks"); the phase model does not price chunking, so the search cannot see it.
+[[nodiscard]] std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimits& limits);
+/// The tile widths two_chunked_panels tries: those measured (BENCHMARKS.md, ninth session).
+inline constexpr std::array<std::uint64_t, 2> kTwoPanelWidths{1024, 512};
 /// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
 /// run one GEMM per chunk).
 inline constexpr std::uint64_t kMinPanelChunkK = 2048;

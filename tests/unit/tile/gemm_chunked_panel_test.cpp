@@ -21,6 +21,7 @@ using outcore::tile::GemmProblem;
 using outcore::tile::GemmSchedule;
 using outcore::tile::plan_gemm_fixed;
 using outcore::tile::PlanLimits;
+using outcore::tile::two_chunked_panels;
 
 // The H200 tf32 case: A-panel rows of 16384, B whole-k per 512-column tile.
 GemmProblem tf32_case() {
@@ -165,6 +166,55 @@ TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
     EXPECT_EQ(asked.prefetch_chunks, 0U);
     EXPECT_EQ(asked.device_bytes, snug.device_bytes);
     EXPECT_THROW((void)chunk_a_panel(snug, tight, 3000), outcore::UsageError) << "does not divide k";
+}
+
+// All of A as one panel (the planner's tf32 6 GiB choice on H100s: 32768×1536, k in
+// chunks of 16384) makes its 4 GiB upload the run's lead-in; two_chunked_panels offers
+// two 16384-row panels over the whole k, in chunks, with the whole next panel ahead, at a
+// measured width. Nothing where the plan has panels already, is not an a-panel, A is
+// transposed, m is too small to halve, or the budget holds all of A but not two such
+// panels with all of the next one ahead.
+TEST(GemmTwoChunkedPanels, ASingleWholeAPanelBecomesTwoChunkedOnes) {
+    GemmProblem p = tf32_case();
+    const PlanLimits six{.budget_bytes = 6 * kGiB - 64 * kMiB,
+                         .min_offset_alignment = 256,
+                         .compute_flops = 370e12,
+                         .link_bytes_per_second = 55.3e9};
+    const GemmPlan whole_a = plan_gemm_fixed(p, six, GemmSchedule::APanelResident, 32768, 1536, 16384);
+    const std::optional<GemmPlan> two = two_chunked_panels(whole_a, six);
+    ASSERT_TRUE(two.has_value());
+    EXPECT_EQ(two->schedule, GemmSchedule::APanelResident);
+    EXPECT_EQ(two->tile_m, 16384U);
+    EXPECT_EQ(two->tile_k, p.k);
+    EXPECT_TRUE(two->tile_n == 1024 || two->tile_n == 512) << two->tile_n;
+    EXPECT_NE(two->a_chunk_k, 0U);
+    EXPECT_EQ(two->prefetch_chunks, p.k / two->a_chunk_k) << "the whole next panel ahead";
+    EXPECT_LE(two->device_bytes, six.budget_bytes);
+    // Not for plans with panels already, other schedules, a transposed A.
+    EXPECT_FALSE(two_chunked_panels(*two, six).has_value());
+    EXPECT_FALSE(
+        two_chunked_panels(plan_gemm_fixed(p, six, GemmSchedule::APanelResident, 16384, 512, 32768), six)
+            .has_value());
+    EXPECT_FALSE(two_chunked_panels(plan_gemm_fixed(p, six, GemmSchedule::SquareC, 8192, 8192, 2048), six)
+                     .has_value());
+    GemmProblem t = p;
+    t.trans_a = true;
+    EXPECT_FALSE(
+        two_chunked_panels(plan_gemm_fixed(t, six, GemmSchedule::APanelResident, 32768, 1536, 16384), six)
+            .has_value());
+    // 4 GiB + 96 MiB holds all of A with 256-wide tiles, but beside a 16384-row panel and
+    // 512-wide B and C slots only 7 of the next panel's 8 chunks.
+    PlanLimits tight = six;
+    tight.budget_bytes = 4 * kGiB + 96 * kMiB;
+    const GemmPlan whole_tight =
+        plan_gemm_fixed(p, tight, GemmSchedule::APanelResident, 32768, 256, 2048, 1, 2);
+    EXPECT_FALSE(two_chunked_panels(whole_tight, tight).has_value());
+    // A's 256 rows cannot make two panels of whole multiples of 256.
+    GemmProblem low = p;
+    low.m = 256;
+    EXPECT_FALSE(
+        two_chunked_panels(plan_gemm_fixed(low, six, GemmSchedule::APanelResident, 256, 1024, 32768), six)
+            .has_value());
 }
 
 }  // namespace
