@@ -132,8 +132,8 @@ Timing run(int method, const std::byte* hA, const std::byte* hB, std::byte* dA, 
         CK(cublasSetStream(blas, st.s[4]));
         const float one = 1, zero = 0;
         for (int g = 0; g < gemms; ++g)
-            CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384, gB,
-                            CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
+            CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384,
+                            gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
                             CUBLAS_GEMM_DEFAULT));
     }
     CK(cudaEventRecord(b1, st.s[4]));
@@ -153,7 +153,8 @@ int main() {
     CK(cudaGetDeviceProperties(&prop, 0));
     std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
     std::byte *hA, *hB, *dA, *dB;
-    CK(cudaHostAlloc(reinterpret_cast<void**>(&hA), kPitch * kCols, cudaHostAllocMapped | cudaHostAllocPortable));
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&hA), kPitch * kCols,
+                     cudaHostAllocMapped | cudaHostAllocPortable));
     CK(cudaHostAlloc(reinterpret_cast<void**>(&hB), 2 * kGiB, cudaHostAllocPortable));
     std::memset(hA, 1, kPitch * kCols);
     std::memset(hB, 2, 2 * kGiB);
@@ -184,8 +185,10 @@ int main() {
     }
     auto median3 = [&](int method, std::uint64_t beside, int gemms) {
         std::vector<Timing> ts;
-        for (int r = 0; r < 3; ++r) ts.push_back(run(method, hA, hB, dA, dB, beside, gemms, blas, gA, gB, gC));
-        std::sort(ts.begin(), ts.end(), [](const Timing& a, const Timing& b) { return a.panel_gbs < b.panel_gbs; });
+        for (int r = 0; r < 3; ++r)
+            ts.push_back(run(method, hA, hB, dA, dB, beside, gemms, blas, gA, gB, gC));
+        std::sort(ts.begin(), ts.end(),
+                  [](const Timing& a, const Timing& b) { return a.panel_gbs < b.panel_gbs; });
         return ts[1];
     };
     (void)median3(0, 0, 0);
@@ -218,9 +221,9 @@ int main() {
             CK(cudaEventRecord(a, st.s[0]));
             const float one = 1, zero = 0;
             for (int g = 0; g < gemms_alone; ++g)
-                CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384,
-                                gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT));
+                CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF,
+                                16384, gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384,
+                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
             CK(cudaEventRecord(b, st.s[0]));
             CK(cudaDeviceSynchronize());
             Timing t;
@@ -231,7 +234,8 @@ int main() {
                   [](const Timing& a, const Timing& b) { return a.gemm_tflops < b.gemm_tflops; });
         return ts[1];
     }();
-    std::printf("GEMMs alone: %.1f TFLOP/s (%d of 16384x1024x32768 bf16, f32 C); contiguous 1 GiB alone %.1f GB/s\n",
-                gemm_alone.gemm_tflops, gemms_alone, g0.panel_gbs);
+    std::printf(
+        "GEMMs alone: %.1f TFLOP/s (%d of 16384x1024x32768 bf16, f32 C); contiguous 1 GiB alone %.1f GB/s\n",
+        gemm_alone.gemm_tflops, gemms_alone, g0.panel_gbs);
     return 0;
 }
