@@ -128,6 +128,11 @@ constexpr bool kChunkedPanels = true;
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
 
+/// Whether the caller forced the tiles (GemmOptions::tile_m, tile_n or tile_k).
+bool tiles_forced(const GemmOptions& options) {
+    return options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
+}
+
 /// Compute queues the run uses: GemmOptions::compute_lanes, else the device's.
 std::uint32_t lanes_for(const Device& device, const GemmOptions& options) {
     const std::uint32_t lanes =
@@ -319,8 +324,7 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
     }
     // The planner's own single whole-A panel: two chunked panels instead where they fit
     // with the whole next panel ahead (tile::two_chunked_panels).
-    const bool forced = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
-    if (chunk_k == 0 && !forced) {
+    if (chunk_k == 0 && !tiles_forced(options)) {
         if (std::optional<tile::GemmPlan> two = tile::two_chunked_panels(plan, limits)) return *two;
     }
     return tile::chunk_a_panel(plan, limits, chunk_k);
@@ -330,7 +334,7 @@ namespace {
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options) {
-    const bool fixed = options.tile_m != 0 || options.tile_n != 0 || options.tile_k != 0;
+    const bool fixed = tiles_forced(options);
     if ((options.group != 1 || options.c_slots != 0) && !fixed)
         throw UsageError(kComponent, "a group or C slot count needs forced tiles (tile_m, tile_n, tile_k)");
     if (fixed) {
