@@ -271,6 +271,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::uint32_t lanes = 0;                                    // 0: the device's
         std::optional<bool> paced = std::nullopt;                   // unset: as the options decide
         std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  // unset: the planner's
+        std::optional<std::uint32_t> retained_b = std::nullopt;     // unset: the planner's
         bool narrow_c = false;                                      // C in bf16 (the inputs' type), not f32
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
@@ -316,6 +317,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         x.lanes = forced.lanes;
         x.paced = forced.paced;
         x.panel_chunk_k = forced.panel_chunk_k;
+        x.retained_b = forced.retained_b;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -347,7 +349,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .compute_lanes = oc.lanes,
                            .split_c_tiles = f.split_c,
                            .pace_c_downloads = oc.paced,
-                           .panel_chunk_k = oc.panel_chunk_k};
+                           .panel_chunk_k = oc.panel_chunk_k,
+                           .retained_b = oc.retained_b};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, sc, o);
@@ -367,9 +370,10 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             f.trace_dir.empty()
                 ? std::string()
                 : (std::filesystem::path(f.trace_dir) /
-                   fmt::format("gemm-{}-{}x{}x{}{}.trace.json", ooc.size(), plan.tile_m, plan.tile_n,
+                   fmt::format("gemm-{}-{}x{}x{}{}{}.trace.json", ooc.size(), plan.tile_m, plan.tile_n,
                                plan.tile_k,
-                               plan.a_chunk_k == 0 ? std::string() : fmt::format("-k{}", plan.a_chunk_k)))
+                               plan.a_chunk_k == 0 ? std::string() : fmt::format("-k{}", plan.a_chunk_k),
+                               plan.retained_b == 0 ? std::string() : fmt::format("-r{}", plan.retained_b)))
                       .string();
         run_traced(trace_file, [&] { last = ops::execute_gemm(dev, plan, sa, sb, sc, busy_options); });
         const double busy_run_s = last.seconds;
@@ -390,6 +394,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"a_chunk_k", plan.a_chunk_k},
                          {"acc_bytes", plan.acc_bytes},
                          {"prefetch_chunks", plan.prefetch_chunks},
+                         {"retained_b", plan.retained_b},
                          {"model_s", plan.total_seconds},
                          {"shape_tflops", plan.shape_flops * 1e-12},
                          {"timing", t.to_json()},
@@ -420,7 +425,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             plan.tile_k, plan.group, plan.c_slots,
             plan.a_chunk_k == 0
                 ? std::string()
-                : fmt::format(", A panel in chunks of {} ({} ahead)", plan.a_chunk_k, plan.prefetch_chunks),
+                : fmt::format(
+                      ", A panel in chunks of {} ({} ahead{})", plan.a_chunk_k, plan.prefetch_chunks,
+                      plan.retained_b == 0 ? std::string() : fmt::format(", {} B retained", plan.retained_b)),
             format_seconds(plan.total_seconds), plan.shape_flops * 1e-12, format_size(last.bytes_moved),
             format_size(last.lower_bound_bytes), format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,

@@ -116,6 +116,9 @@ struct ForcedTiles {
     /// ":kCHUNK": the A panel in chunks of CHUNK columns, 0 whole (GemmOptions::panel_chunk_k); unset: the
     /// planner's.
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;
+    /// ":rRETAINED": rows in a serpentine keeping RETAINED B chunks (GemmOptions::retained_b);
+    /// unset: the planner's.
+    std::optional<std::uint32_t> retained_b = std::nullopt;
     std::optional<bool> paced = std::nullopt;  ///< ":paced" / ":whole": GemmOptions::pace_c_downloads forced
 };
 /// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.

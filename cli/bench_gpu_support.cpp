@@ -275,11 +275,13 @@ double gemm_sample_error(const std::byte* a, const std::byte* b, const std::byte
 ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option) {
     const auto bad = [&] {
         return UsageError(
-            "bench", fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
-                                 "[:lLANES][:kCHUNK][:paced|:whole] (schedule square-c, a-panel or b-panel; "
-                                 "sizes, group and C slots positive integers; A panel chunk 0 for a whole "
-                                 "panel or its columns; depth 2 or 3; lanes 1 or 2)",
-                                 option));
+            "bench",
+            fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
+                        "[:lLANES][:kCHUNK][:rRETAINED][:paced|:whole] (schedule square-c, a-panel or "
+                        "b-panel; sizes, group and C slots positive integers; A panel chunk 0 for a "
+                        "whole panel or its columns; retained B chunks 0 for none; depth 2 or 3; "
+                        "lanes 1 or 2)",
+                        option));
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string::npos) throw bad();
@@ -320,6 +322,14 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
         const auto [next, ec] = std::from_chars(at + 2, end, chunk);
         if (ec != std::errc{} || next == at + 2 || (next != end && *next != ':')) throw bad();
         f.panel_chunk_k = chunk;
+        at = next;
+    }
+    // Then ":rRETAINED": rows in a serpentine keeping that many B chunks (0: none).
+    if (end - at >= 3 && at[0] == ':' && at[1] == 'r') {
+        std::uint32_t kept = 0;
+        const auto [next, ec] = std::from_chars(at + 2, end, kept);
+        if (ec != std::errc{} || next == at + 2 || (next != end && *next != ':')) throw bad();
+        f.retained_b = kept;
         at = next;
     }
     // Then ":paced" or ":whole": C downloads paced over the next tile's GEMMs, or not.

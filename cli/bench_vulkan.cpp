@@ -342,6 +342,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             if (forced.lanes != 0) x.compute_lanes = forced.lanes;
             if (forced.paced) x.pace_c_downloads = forced.paced;
             x.panel_chunk_k = forced.panel_chunk_k;
+            x.retained_b = forced.retained_b;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);

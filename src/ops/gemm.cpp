@@ -125,6 +125,12 @@ struct CPart {
 /// not their default.
 constexpr bool kChunkedPanels = true;
 
+/// Whether plan_gemm, on the CUDA backend with GemmOptions::retained_b unset, makes the
+/// rows of a chunked a-panel plan walk a serpentine and keep the B chunks they share
+/// (tile::retain_b_chunks). Off until measured on a GPU (docs/tiling.md, "A serpentine
+/// with retained B").
+constexpr bool kRetainedB = false;
+
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
 
@@ -310,6 +316,15 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
         throw UsageError(kComponent,
                          "panel_chunk_k goes with neither split_c_tiles, one_call_per_chunk nor next_tiles");
     }
+    const std::uint32_t retained = options.retained_b.value_or(0);
+    if (retained != 0) {
+        if (!can_chunk || options.panel_chunk_k) {
+            throw UsageError(kComponent,
+                             "retained_b goes with neither panel_chunk_k, split_c_tiles, "
+                             "one_call_per_chunk nor next_tiles");
+        }
+        return tile::retain_b_chunks(plan, limits, retained);
+    }
     const bool by_default = kChunkedPanels && device.info().backend == "cuda";
     if (!can_chunk || (options.panel_chunk_k ? chunk_k == 0 : !by_default)) return plan;
     // A 16-bit C sums a chunked tile in f32 and converts it (execute_gemm).
@@ -326,6 +341,10 @@ tile::GemmPlan plan_gemm(Device& device, const io::MatrixSource& a, const io::Ma
     // with the whole next panel ahead (tile::two_chunked_panels).
     if (chunk_k == 0 && !tiles_forced(options)) {
         if (std::optional<tile::GemmPlan> two = tile::two_chunked_panels(plan, limits)) return *two;
+    }
+    if (kRetainedB && !options.panel_chunk_k && !options.retained_b) {
+        const tile::GemmPlan kept = tile::retain_b_chunks(plan, limits);
+        if (kept.retained_b != 0) return kept;
     }
     return tile::chunk_a_panel(plan, limits, chunk_k);
 }
@@ -383,6 +402,18 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             kComponent,
             "a plan with its A panel in chunks (a_chunk_k) needs an a-panel plan over the whole k "
             "(chunk_a_panel), and neither split C tiles, one call per chunk nor tiles handed out");
+    }
+    // GemmPlan::retained_b: a serpentine walk whose rows keep the B chunks they share.
+    const std::uint64_t retained = plan.retained_b;
+    if (retained != 0 &&
+        (!chunked || plan.a_slots != problem.k / plan.a_chunk_k || plan.prefetch_chunks != 0 ||
+         plan.b_slots < retained + 2 || plan.c_slots < retained + 1 || problem.narrow_c ||
+         2 * retained > plan.c_grid().tile_cols())) {
+        throw UsageError(
+            kComponent,
+            "a plan that retains B chunks (retained_b) needs its A panel in chunks with nothing "
+            "ahead, retained_b + 2 B slots, retained_b + 1 C slots, an f32 or f64 C and at least "
+            "twice as many tiles a row as it retains (retain_b_chunks)");
     }
     // A 16-bit C with the panel in chunks: tiles made of several GEMMs sum in an f32 tile
     // (GemmPlan::acc_bytes), then one conversion rounds the sums into C.
@@ -493,6 +524,11 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // A panels, a column for B panels), "inner" the tile within it.
     const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
     const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
+    // With retained_b the rows walk a serpentine (odd ones right to left), so a row's
+    // last tiles and the next row's first share their B columns.
+    auto walked_column = [&](std::uint64_t outer, std::uint64_t inner) {
+        return retained != 0 && outer % 2 == 1 ? inner_count - 1 - inner : inner;
+    };
     PanelFeeder panel(p, a_panel ? a_ring : b_ring, a_panel ? a_cut : b_cut, plan, problem.k);
     std::optional<ChunkedPanel> a_chunks;
     if (chunked) a_chunks.emplace(p, a_ring, a_cut, plan);
@@ -562,7 +598,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     std::vector<tile::SlotId> drain_regions;
     std::uint64_t drain_cols = 0;
     const bool one_gemm_in_pieces = grid.count() == 1 && k_chunks == 1 && !a_pieces.empty();
-    const std::uint64_t last_cols = grid.tile(grid.tile_rows() - 1, grid.tile_cols() - 1).size.cols;
+    const std::uint64_t last_cols =
+        grid.tile(grid.tile_rows() - 1, walked_column(grid.tile_rows() - 1, grid.tile_cols() - 1)).size.cols;
     if (!split_c && !one_gemm_in_pieces && !options.one_call_per_chunk &&
         grid.tile(grid.tile_rows() - 1, 0).size.rows == plan.tile_m) {
         const std::uint64_t align = std::max<std::uint64_t>(device.info().min_offset_alignment, 1);
@@ -596,6 +633,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // follows (panel schedules).
     struct TileWork {
         std::uint64_t t, inner, i0, j0, mi, nj, c_bytes;
+        std::uint64_t index;  // in c_grid() row-major order (t walks a serpentine with retained_b)
         tile::SlotId cs;
         bool has_next_panel;
     };
@@ -648,7 +686,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     auto begin_tile = [&](std::uint64_t t) {
         const std::uint64_t outer = t / inner_count;
         const std::uint64_t inner = t % inner_count;
-        const tile::TileRect rect = b_panel ? grid.tile(inner, outer) : grid.tile(outer, inner);
+        const std::uint64_t across = walked_column(outer, inner);
+        const tile::TileRect rect = b_panel ? grid.tile(inner, outer) : grid.tile(outer, across);
         TileWork tw{.t = t,
                     .inner = inner,
                     .i0 = rect.row,
@@ -656,6 +695,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                     .mi = rect.size.rows,
                     .nj = rect.size.cols,
                     .c_bytes = rect.size.rows * rect.size.cols * wc,
+                    .index = b_panel ? t : outer * inner_count + across,
                     .cs = c_ring[t % c_ring.size()],
                     .has_next_panel = (a_panel || b_panel) && outer + 1 < outer_count && !claimed};
         if ((a_panel || b_panel) && outer != started_outer) {
@@ -719,9 +759,9 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         }
         const bool first = tw.inner == 0;
         const bool releasing = tw.has_next_panel && tw.inner + 1 == inner_count;
-        if (releasing && b_ring.size() > 1) {
+        if (releasing && b_ring.size() > 1 && retained == 0) {
             // The next row's first B goes up ahead of the chunks this tile frees, so that
-            // row's first GEMM can start on the first of them.
+            // row's first GEMM can start on the first of them (with retained_b it is up).
             const tile::TileRect next_rect = grid.tile(tw.t / inner_count + 1, 0);
             b_ahead = b_ring[b_next++ % b_ring.size()];
             ++b_ahead_rows;
@@ -819,6 +859,40 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             }
             p.compute(
                 accesses, [&kernels, g](Queue& q) { kernels.gemm(q, g); }, "gemm", part.lane);
+        }
+    };
+    // A row's first tiles with retained_b: their B chunks are those the previous row's last
+    // tiles left in the ring (the serpentine walks back over the same columns: the row's
+    // tile g over the previous row's last but g, B slot b_next − 1 − g, nothing uploaded
+    // since), and they run k outer, each chunk of the new panel serving every tile of the
+    // group as it lands, so the panel's upload overlaps the group's GEMMs.
+    auto step_retained = [&](const std::vector<TileWork>& tiles) {
+        const std::uint64_t k = problem.k;
+        const std::uint64_t ck = a_chunks->chunk_k();
+        std::vector<tile::SlotId> kept;
+        for (std::size_t g = 0; g < tiles.size(); ++g)
+            kept.push_back(b_ring[(b_next + b_ring.size() - 1 - g) % b_ring.size()]);
+        const std::vector<std::uint64_t> sequence = a_chunks->order();
+        for (std::size_t i = 0; i < sequence.size(); ++i) {
+            const std::uint64_t kc = sequence[i];
+            const tile::SlotId as = a_chunks->current(kc);
+            for (std::size_t g = 0; g < tiles.size(); ++g) {
+                const TileWork& tw = tiles[g];
+                GemmTileArgs args = tile_args(tw);
+                args.lda = plan.tile_m;
+                args.ldb = b_cut.ld(tw.nj, k);
+                args.k = ck;
+                args.a = p.view(as).sub(0, plan.tile_m * ck * w);
+                // Row kc·ck of the B chunk: k_rows, k × nj (ld k); else nj × k (ld nj).
+                const std::uint64_t off = b_cut.k_rows ? kc * ck * w : kc * ck * tw.nj * w;
+                args.b = p.view(kept[g]).sub(off, k * tw.nj * w - off);
+                args.c = c_whole(tw);
+                args.beta = i == 0 ? options.beta : 1.0;
+                p.compute(
+                    c_accesses(tw, i == 0 && !beta_nonzero, {tile::reads(as), tile::reads(kept[g])}),
+                    [&kernels, args](Queue& q) { kernels.gemm(q, args); }, "gemm",
+                    static_cast<unsigned>(tw.t % 2));
+            }
         }
     };
     // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
@@ -978,7 +1052,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         std::vector<detail::PacedDownloads::Issue> deferred;
         // The tile is written once its last part is (parts may land in any order).
         auto left = std::make_shared<std::atomic<std::size_t>>(parts.size());
-        auto landed_part = [&progress, t = tw.t, left] {
+        auto landed_part = [&progress, t = tw.index, left] {
             if (left->fetch_sub(1) == 1) progress.tile_done(t);
         };
         for (const auto& [part, offset] : parts) {
@@ -1023,6 +1097,16 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             first += grouped;
         }
         for (std::uint64_t t = first; t < end; ++t) {
+            if (retained != 0 && t % inner_count == 0 && t >= inner_count) {
+                // A row after the first: its first `retained` tiles as a group.
+                std::vector<TileWork> tiles;
+                for (std::uint64_t u = t; u < std::min(end, t + retained); ++u)
+                    tiles.push_back(begin_tile(u));
+                step_retained(tiles);
+                for (const TileWork& tw : tiles) end_tile(tw);
+                t += tiles.size() - 1;
+                continue;
+            }
             const TileWork tw = begin_tile(t);
             for (std::uint64_t kc = 0; kc < k_chunks; ++kc) step_paced(tw, kc);
             end_tile(tw);

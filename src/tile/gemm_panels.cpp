@@ -1,6 +1,7 @@
-// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), and two chunked panels
-// instead of all of A in one (two_chunked_panels); docs/tiling.md, "The A panel in chunks"
-// and "A shorter last panel".
+// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), two chunked panels
+// instead of all of A in one (two_chunked_panels), and chunked panels whose rows keep the
+// B chunks they share (retain_b_chunks); docs/tiling.md, "The A panel in chunks", "A
+// shorter last panel" and "A serpentine with retained B".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -13,6 +14,19 @@
 #include "plan_math.hpp"
 
 namespace outcore::tile {
+
+namespace {
+
+/// `out` was made from `plan` with other GEMM calls (kernel_calls): their overhead follows
+/// the count; the rest of the estimate stays the plan's.
+void recount_calls(const GemmPlan& plan, GemmPlan& out) {
+    if (plan.call_overhead_seconds <= 0 || plan.kernel_calls == 0) return;
+    const double per_call = plan.call_overhead_seconds / static_cast<double>(plan.kernel_calls);
+    out.call_overhead_seconds = per_call * static_cast<double>(out.kernel_calls);
+    out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
+}
+
+}  // namespace
 
 GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint64_t chunk_k) {
     const GemmProblem& p = plan.problem;
@@ -82,12 +96,7 @@ GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint
         const std::uint64_t per_chunk = cols > 1 && r + 1 < rows ? 2 : 1;
         out.kernel_calls += per_chunk * best->chunks + (cols - per_chunk);
     }
-    // The calls' overhead follows their count; the rest of the estimate is the plan's.
-    if (plan.call_overhead_seconds > 0) {
-        const double per_call = plan.call_overhead_seconds / static_cast<double>(plan.kernel_calls);
-        out.call_overhead_seconds = per_call * static_cast<double>(out.kernel_calls);
-        out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
-    }
+    recount_calls(plan, out);
     return out;
 }
 
@@ -111,6 +120,93 @@ std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimit
         if (!best || c.total_seconds < best->total_seconds) best = c;
     }
     return best;
+}
+
+GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::uint32_t retained) {
+    const GemmProblem& p = plan.problem;
+    const std::uint64_t w = gemm_input_bytes(p.type);
+    const TileGrid grid = plan.c_grid();
+    const std::uint64_t rows = grid.tile_rows();
+    const std::uint64_t cols = grid.tile_cols();
+    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
+                            plan.group == 1 && rows >= 2 && cols >= 2 && !p.trans_a && !p.narrow_c &&
+                            plan.retained_b == 0;
+    if (!fits_shape) {
+        if (retained == 0) return plan;
+        throw UsageError("tile",
+                         fmt::format("{}: only an a-panel plan over the whole k, of two or more panels "
+                                     "and two or more tiles a row, A not transposed and C not 16-bit, "
+                                     "retains B chunks",
+                                     detail::describe_gemm(p)));
+    }
+    const std::uint64_t align = std::max<std::uint64_t>(limits.min_offset_alignment, 1);
+    // The chunk: of k halved down to kMinPanelChunkK, the nearest to kPanelChunkK whose
+    // slot is aligned and whose panel fits one binding.
+    std::uint64_t ck = 0;
+    auto distance = [](std::uint64_t c) {
+        return std::abs(std::log2(static_cast<double>(c) / kPanelChunkK));
+    };
+    for (std::uint64_t c = p.k / 2; c >= kMinPanelChunkK && p.k % c == 0; c /= 2) {
+        const std::uint64_t bytes = plan.tile_m * c * w;
+        const bool usable = bytes % align == 0 && (p.k / c) * bytes <= limits.max_buffer_bytes;
+        if (usable && (ck == 0 || distance(c) < distance(ck))) ck = c;
+        if (c % 2 != 0) break;
+    }
+    const std::uint64_t chunks = ck == 0 ? 0 : p.k / ck;
+    const std::uint64_t a_bytes = chunks * plan.tile_m * ck * w;
+    const std::uint64_t streaming = std::max<std::uint32_t>(plan.b_slots, 2);
+    // Device bytes with r retained chunks: the panel, r + the streaming B slots, and a C
+    // slot for each tile of the group and the tile before it.
+    auto device = [&](std::uint64_t r) {
+        return a_bytes + (r + streaming) * plan.b_slot_bytes +
+               std::max<std::uint64_t>(plan.c_slots, r + 1) * plan.c_slot_bytes;
+    };
+    std::uint64_t r = 0;
+    if (ck != 0) {
+        if (retained != 0) {
+            r = 2 * retained <= cols && device(retained) <= limits.budget_bytes ? retained : 0;
+        } else {
+            for (r = cols / 2; r > 0 && device(r) > limits.budget_bytes; --r) {}
+        }
+    }
+    if (r == 0 || (retained == 0 && r < kMinRetainedB)) {
+        if (retained == 0) return plan;
+        throw UsageError("tile",
+                         fmt::format("{}: {} retained B chunks do not fit the budget with a whole panel in "
+                                     "chunks, or a row has fewer than {} tiles, or no chunk of k is aligned",
+                                     detail::describe_gemm(p), retained, 2 * retained));
+    }
+    GemmPlan out = plan;
+    out.a_chunk_k = ck;
+    out.acc_bytes = 0;
+    out.a_slot_bytes = plan.tile_m * ck * w;
+    out.a_slots = static_cast<std::uint32_t>(chunks);
+    out.prefetch_chunks = 0;
+    out.b_slots = static_cast<std::uint32_t>(r + streaming);
+    out.c_slots = static_cast<std::uint32_t>(std::max<std::uint64_t>(plan.c_slots, r + 1));
+    out.retained_b = static_cast<std::uint32_t>(r);
+    out.device_bytes = device(r);
+    // At each row change the last r columns the row walked are not uploaded again: an even
+    // row's rightmost, an odd row's leftmost (the rows walk a serpentine).
+    std::uint64_t kept = 0;
+    for (std::uint64_t i = 0; i + 1 < rows; ++i) {
+        for (std::uint64_t x = 0; x < r; ++x) {
+            const std::uint64_t col = i % 2 == 0 ? cols - 1 - x : x;
+            kept += grid.tile(i, col).size.cols * p.k * w;
+        }
+    }
+    out.bytes_to_device -= kept;
+    out.bytes_moved -= kept;
+    // Row 0's first tile and the later rows' first r tiles run a GEMM per chunk, and so
+    // does a row's last tile where a next row follows; the others one over the panel.
+    out.kernel_calls = 0;
+    for (std::uint64_t i = 0; i < rows; ++i) {
+        const std::uint64_t first = i == 0 ? 1 : r;
+        const std::uint64_t last = i + 1 < rows ? chunks : 1;
+        out.kernel_calls += first * chunks + (cols - first - 1) + last;
+    }
+    recount_calls(plan, out);
+    return out;
 }
 
 }  // namespace outcore::tile

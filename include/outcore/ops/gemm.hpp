@@ -120,6 +120,12 @@ struct GemmOptions {
     /// default leaves its panel whole where the device lacks it). Never with
     /// split_c_tiles, one_call_per_chunk or next_tiles.
     std::optional<std::uint64_t> panel_chunk_k = std::nullopt;
+    /// Rows of an a-panel plan over the whole k that walk C in a serpentine and keep the
+    /// B chunks they share (tile::retain_b_chunks, GemmPlan::retained_b; the panel then in
+    /// chunks with nothing ahead): unset, as the planner's default (src/ops/gemm.cpp,
+    /// kRetainedB); 0, never; else this many (UsageError where the plan cannot have them).
+    /// Not with panel_chunk_k, split_c_tiles, one_call_per_chunk or next_tiles.
+    std::optional<std::uint32_t> retained_b = std::nullopt;
     /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
     /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits
     /// one GEMM into several calls, which may sum in another order; with this set C is

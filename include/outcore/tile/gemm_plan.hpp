@@ -111,6 +111,15 @@ struct GemmPlan {
     /// panel never wraps); prefetch_chunks of the next panel go up in pieces beside those
     /// middle tiles.
     std::uint64_t a_chunk_k = 0;
+    /// A chunked panel with nothing of the next panel ahead (prefetch_chunks 0) only, 0
+    /// otherwise: the rows walk C in a serpentine (odd rows right to left), so a row's
+    /// last `retained_b` tiles and the next row's first ones share their B columns; their
+    /// B chunks stay in the B ring (b_slots ≥ retained_b + 2) and are not uploaded again,
+    /// and the next row's first retained_b tiles run k outer as a group (c_slots ≥
+    /// retained_b + 1), one GEMM per tile as each chunk of the new panel lands, so that
+    /// panel's upload overlaps retained_b tiles of compute instead of one
+    /// (retain_b_chunks; docs/tiling.md, "A serpentine with retained B").
+    std::uint32_t retained_b = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
     /// tile of tile_m × tile_n (aligned) where a row's first tile, and its last where a
     /// next panel follows, sum their per-chunk GEMMs before one conversion rounds them
@@ -206,6 +215,19 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// in-core faster than the planner's single whole-A panel (docs/tiling.md, "The A panel in
 /// chunks"); the phase model does not price chunking, so the search cannot see it.
 [[nodiscard]] std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimits& limits);
+/// An a-panel plan over the whole k with two or more panels, A not transposed and an f32
+/// or f64 C (not a 16-bit one), as GemmPlan::retained_b describes: the panel in chunks of
+/// kPanelChunkK columns (or the nearest that divides k, down to kMinPanelChunkK) with
+/// nothing of the next panel ahead, and the budget the panel, B's two streaming slots
+/// and C's slots leave spent on retained B chunks, each with its C slot — `retained`
+/// of them (UsageError where they do not fit), or as many as fit (0: the largest, up to
+/// half a row's tiles: a row's last retained tiles must all have gone up in that row); the plan unchanged
+/// where fewer than kMinRetainedB fit or the plan is another. B's bytes up drop by the retained tiles' B at
+/// each row change; kernel_calls follow the group's GEMMs; the time estimates are the plan's.
+[[nodiscard]] GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits,
+                                       std::uint32_t retained = 0);
+/// The fewest retained B chunks retain_b_chunks makes a plan of by itself.
+inline constexpr std::uint32_t kMinRetainedB = 2;
 /// The tile widths two_chunked_panels tries: those measured (BENCHMARKS.md, ninth session).
 inline constexpr std::array<std::uint64_t, 2> kTwoPanelWidths{1024, 512};
 /// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
