@@ -675,11 +675,13 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_option(
            "--explore", f->explore,
            "Also run a GEMM case with forced tiles: "
-           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:paced|:whole] "
+           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:rRETAINED][:paced|:"
+           "whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
            "TYPE bf16c for the bf16 case with a bf16 C; "
            ":d3 for three slots per streamed operand; :l1 for one compute lane; :k2048 for the A panel in "
-           "chunks of 2048 columns, :k0 whole; :paced or :whole to "
+           "chunks of 2048 columns, :k0 whole; :r8 for rows in a serpentine keeping 8 B chunks, :r0 none; "
+           ":paced or :whole to "
            "force C downloads paced over the next tile's GEMMs or not)")
         ->type_name("SPEC");
     gpu->add_option("--blur-size", f->blur_size, "Side of the blurred image (default: --n)")->type_name("N");

@@ -361,16 +361,20 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             explored.push_back({{"explore", e},
                                 {"c_slots", xp.c_slots},
                                 {"a_chunk_k", xp.a_chunk_k},
+                                {"retained_b", xp.retained_b},
                                 {"paced_downloads", xr.paced_downloads},
                                 {"timing", tx.to_json()},
                                 {"of_in_core", best_s / tx.median()}});
-            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}{}", e,
-                            tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots,
-                            xp.depth, xr.paced_downloads,
-                            xp.a_chunk_k == 0 ? std::string()
-                                              : fmt::format(", A panel in chunks of {} ({} ahead)",
-                                                            xp.a_chunk_k, xp.prefetch_chunks),
-                            traced.empty() ? "" : ", traced to " + traced));
+            say(fmt::format(
+                "explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}{}", e,
+                tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots, xp.depth,
+                xr.paced_downloads,
+                xp.a_chunk_k == 0
+                    ? std::string()
+                    : fmt::format(
+                          ", A panel in chunks of {} ({} ahead{})", xp.a_chunk_k, xp.prefetch_chunks,
+                          xp.retained_b == 0 ? std::string() : fmt::format(", {} B retained", xp.retained_b)),
+                traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;

@@ -88,7 +88,7 @@ struct GemmPlan {
     /// c_slots: 1 for a single C tile, else 2 (one computes while the previous one
     /// downloads), or 3 where the budget left after prefetch_chunks holds one more
     /// and there are at least 3 C tiles (GEMMs run ahead of C downloads slower than a
-    /// GEMM); at least `group`.
+    /// GEMM); at least `group`, and retained_b + 1 where B chunks are retained.
     std::uint32_t a_slots = 0, b_slots = 0, c_slots = 0;
     /// Extra panel chunk slots bought with budget the minimum footprint leaves over
     /// (0 for SquareC or a single panel): how far the next panel can upload ahead.
@@ -114,11 +114,14 @@ struct GemmPlan {
     /// A chunked panel with nothing of the next panel ahead (prefetch_chunks 0) only, 0
     /// otherwise: the rows walk C in a serpentine (odd rows right to left), so a row's
     /// last `retained_b` tiles and the next row's first ones share their B columns; their
-    /// B chunks stay in the B ring (b_slots ≥ retained_b + 2) and are not uploaded again,
+    /// B chunks stay in the B ring (b_slots = retained_b + the streaming ring, at least 2)
+    /// and are not uploaded again,
     /// and the next row's first retained_b tiles run k outer as a group (c_slots ≥
     /// retained_b + 1), one GEMM per tile as each chunk of the new panel lands, so that
     /// panel's upload overlaps retained_b tiles of compute instead of one
-    /// (retain_b_chunks; docs/tiling.md, "A serpentine with retained B").
+    /// (retain_b_chunks; docs/tiling.md, "A serpentine with retained B"). With β ≠ 0 the
+    /// group's C inputs queue behind the new panel's chunks, so the group then starts only
+    /// once the panel is up: the bytes are saved, the overlap is not.
     std::uint32_t retained_b = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
     /// tile of tile_m × tile_n (aligned) where a row's first tile, and its last where a
@@ -218,8 +221,9 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// An a-panel plan over the whole k with two or more panels, A not transposed and an f32
 /// or f64 C (not a 16-bit one), as GemmPlan::retained_b describes: the panel in chunks of
 /// kPanelChunkK columns (or the nearest that divides k, down to kMinPanelChunkK) with
-/// nothing of the next panel ahead, and the budget the panel, B's two streaming slots
-/// and C's slots leave spent on retained B chunks, each with its C slot — `retained`
+/// nothing of the next panel ahead, and the budget the panel, B's streaming ring (the
+/// plan's b_slots, at least 2) and C's slots leave spent on retained B chunks, each with
+/// its C slot — `retained`
 /// of them (UsageError where they do not fit), or as many as fit (0: the largest, up to
 /// half a row's tiles: a row's last retained tiles must all have gone up in that row); the plan unchanged
 /// where fewer than kMinRetainedB fit or the plan is another. B's bytes up drop by the retained tiles' B at

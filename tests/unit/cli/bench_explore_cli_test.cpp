@@ -58,7 +58,12 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "a-panel:1x2x3:k",
                                    "a-panel:1x2x3:k16:l1",
                                    "a-panel:1x2x3:k16:k16",
-                                   "a-panel:1x2x3:k16x"}) {
+                                   "a-panel:1x2x3:k16x",
+                                   "a-panel:1x2x3:r-1",
+                                   "a-panel:1x2x3:r",
+                                   "a-panel:1x2x3:r2:k16",
+                                   "a-panel:1x2x3:r2:r2",
+                                   "a-panel:1x2x3:r2x"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -103,7 +108,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
                                  "--explore",
                                  "a-panel:64x64x32:g2",
                                  "--explore",
-                                 "a-panel:64x32x256:c2:k64"});
+                                 "a-panel:64x32x256:c2:k64",
+                                 "--explore",
+                                 "a-panel:64x32x256:r1"});
     if (r.err.find("built without the Vulkan backend") != std::string::npos ||
         r.err.find("no Vulkan") != std::string::npos) {
         GTEST_SKIP() << r.err;
@@ -129,6 +136,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
     EXPECT_NE(r.out.find("explore a-panel:64x32x256:c2:k64: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("paced downloads 0, A panel in chunks of 64 ("), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("a group of 2 tiles needs a single panel"), std::string::npos) << r.out;
+    // ":r1": parsed, and refused by the planner (k = 256 has no chunk of 2048 or more).
+    EXPECT_NE(r.out.find("explore a-panel:64x32x256:r1: [tile]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 retained B chunks do not fit"), std::string::npos) << r.out;
 }
 
 // `bench gpu --blur-tiles ROWSxCOLS` is parsed before the device is opened: a malformed

@@ -18,6 +18,7 @@
 namespace {
 
 using outcore::DType;
+using outcore::gemm_test::Bound;
 using outcore::gemm_test::Case;
 using outcore::gemm_test::make_device;
 using outcore::gemm_test::run_case;
@@ -41,49 +42,101 @@ std::uint64_t kept_bytes(std::uint64_t rows, std::uint64_t n, std::uint64_t tile
 }
 
 // Every retained count up to half a row, with f32, f64 and bf16 inputs, B either way, β ≠ 0,
-// packed and device-readable operands, one lane or two, a shorter last panel, two to four
-// rows: the answer is the whole-panel plan's, and B's bytes up drop by what is kept.
+// packed and device-readable operands, one lane or two, a streaming ring of 2 or 3, a
+// shorter last panel, two to four rows, panels of 2 and 4 chunks, the last tile drained
+// in column parts: the answer is right (run_case), and B's bytes up are A once, B once per
+// row, C once with β ≠ 0, less what is kept.
 TEST(GemmRetainedB, GivesTheSameAnswerAndUploadsTheSharedBOnce) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
-    for (int variant = 0; variant < 18; ++variant) {
+    bool drained = false;
+    for (int variant = 0; variant < 16; ++variant) {
         const std::uint64_t tile_m = variant % 2 == 0 ? 32 : 48;
         const std::uint64_t rows = 2 + static_cast<std::uint64_t>(variant) % 3;
-        const std::uint64_t chunks = 2 + rng() % 3;
-        const std::uint64_t tile_n = 24 + 8 * (rng() % 3);
-        const std::uint64_t cols = 2 + rng() % 6;
+        // retain_b_chunks cuts k = 6144 in 2 chunks of 3072, 12288 in 4.
+        const std::uint64_t k = variant % 4 < 2 ? 6144 : 12288;
+        const bool wide = variant % 8 == 5;  // tiles wide enough to drain in parts (5: four rows)
+        const std::uint64_t tile_n = wide ? 256 : 24 + 8 * (rng() % 3);
+        const std::uint64_t cols = wide ? 2 + rng() % 2 : 2 + rng() % 6;
         const DType type = variant % 6 == 5 ? DType::BF16 : (variant % 6 == 4 ? DType::F64 : DType::F32);
         const std::uint64_t shorter_by = variant % 4 == 3 ? 1 + rng() % (tile_m - 1) : 0;
-        const std::uint64_t n = tile_n * (cols - 1) + 1 + rng() % tile_n;  // a narrower last column
-        const std::uint64_t ck = 2048;                                     // retain_b_chunks's smallest chunk
+        // A narrower last column (for the wide tiles, too narrow to drain in parts: the
+        // serpentine's last tile is column 0).
+        const std::uint64_t n = tile_n * (cols - 1) + 1 + rng() % (wide ? 64 : tile_n);
+        const std::uint32_t depth = variant % 5 == 2 ? 3 : 2;
         Case cs{.m = tile_m * rows - shorter_by,
                 .n = n,
-                .k = ck * chunks,
+                .k = k,
                 .type = type,
                 .trans_b = rng() % 2 == 0,
                 .beta = variant % 5 == 0 ? 0.5 : 0.0,
                 .schedule = GemmSchedule::APanelResident,
                 .budget_bytes = outcore::kGiB,
+                .depth = depth,
                 .lanes = variant % 3 == 1 ? 2U : 1U,
                 .tile_m = tile_m,
                 .tile_n = tile_n,
-                .tile_k = ck * chunks,
+                .tile_k = k,
                 .device_readable = variant % 4 == 1};
         const std::uint32_t r = 1 + static_cast<std::uint32_t>(rng() % (cols / 2));
-        cs.panel_chunk_k = ck;  // the same panel in chunks, nothing retained
-        const GemmReport plain = run_case(*device, cs, rng);
-        cs.panel_chunk_k.reset();
         cs.retained_b = r;
         const GemmReport kept = run_case(*device, cs, rng);
         ASSERT_EQ(kept.plan.retained_b, r);
+        EXPECT_EQ(kept.plan.a_chunk_k, 3072U);
+        EXPECT_EQ(kept.plan.a_slots, k / 3072);
         EXPECT_EQ(kept.plan.prefetch_chunks, 0U);
-        EXPECT_EQ(kept.plan.b_slots, r + 2);
+        EXPECT_EQ(kept.plan.b_slots, r + depth);
         EXPECT_GE(kept.plan.c_slots, r + 1);
         EXPECT_EQ(kept.b_ahead, 0U) << "the next row's first B is kept, not sent ahead";
         const std::uint64_t w = outcore::dtype_bytes(type);
-        EXPECT_EQ(plain.pipeline.bytes_uploaded - kept.pipeline.bytes_uploaded,
-                  kept_bytes(rows, n, tile_n, cs.k, w, r));
+        const std::uint64_t wc = outcore::dtype_bytes(outcore::gemm_c_dtype(type));
+        const std::uint64_t up = cs.m * k * w + rows * n * k * w + (cs.beta != 0 ? cs.m * n * wc : 0);
+        EXPECT_EQ(kept.pipeline.bytes_uploaded, up - kept_bytes(rows, n, tile_n, k, w, r));
+        drained = drained || kept.drain_parts > 1;
     }
+    EXPECT_TRUE(drained) << "a last tile, column 0 after an odd number of row changes, drained in parts";
+}
+
+// A retained count with options it does not go with, or a plan made by hand that breaks
+// what the executor needs, is refused before anything runs.
+TEST(GemmRetainedB, IsRefusedWhereTheRunCannotHaveIt) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    const Case base{.m = 96,
+                    .n = 160,
+                    .k = 6144,
+                    .schedule = GemmSchedule::APanelResident,
+                    .budget_bytes = 64 * outcore::kMiB,
+                    .tile_m = 32,
+                    .tile_n = 40,
+                    .tile_k = 6144,
+                    .retained_b = 2};
+    Case c = base;
+    c.panel_chunk_k = 3072;
+    EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError);
+    c = base;
+    c.split = true;
+    c.lanes = 2;
+    EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError);
+    c = base;
+    c.retained_b = 3;  // 4 columns of tiles: at most 2
+    EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError);
+    // Hand-made plans: each short of one thing the executor needs.
+    Bound bound(base, rng);
+    bound.o.budget_bytes = base.budget_bytes;
+    const GemmPlan good = outcore::ops::plan_gemm(*device, bound.a, bound.b, bound.c, bound.o);
+    ASSERT_EQ(good.retained_b, 2U);
+    for (int broken = 0; broken < 4; ++broken) {
+        GemmPlan p = good;
+        if (broken == 0) p.b_slots = p.retained_b + 1;
+        if (broken == 1) p.c_slots = p.retained_b;
+        if (broken == 2) p.retained_b = 3;
+        if (broken == 3) p.a_slots += 1, p.prefetch_chunks = 1, p.device_bytes += p.a_slot_bytes;
+        EXPECT_THROW((void)outcore::ops::execute_gemm(*device, p, bound.a, bound.b, bound.c, bound.o),
+                     outcore::UsageError)
+            << "broken " << broken;
+    }
+    outcore::gemm_test::expect_nothing_held(*device);
 }
 
 // The planner keeps as many as the budget holds, at most half a row, at least
@@ -111,6 +164,20 @@ TEST(GemmRetainedB, ThePlannerKeepsWhatTheBudgetHolds) {
     }
     limits.budget_bytes = outcore::kGiB;
     EXPECT_EQ(outcore::tile::retain_b_chunks(base, limits).retained_b, 5U) << "half a row";
+    {
+        // The automatic choice's slots and calls: rows 0 and 2 start with one tile per chunk,
+        // row 1 with its five; rows 0 and 1 end with one per chunk.
+        const GemmPlan p = outcore::tile::retain_b_chunks(base, limits);
+        EXPECT_EQ(p.b_slots, 5U + 2);
+        EXPECT_EQ(p.c_slots, 5U + 1);
+        EXPECT_EQ(p.kernel_calls, (1 * 2 + 8 + 2) + (5 * 2 + 4 + 2) + (5 * 2 + 4 + 1));
+        // 9 columns: at most 4 (a row's last four all go up in that row).
+        const GemmProblem odd{.m = 96, .n = 360, .k = 8192, .type = DType::F32};
+        const GemmPlan b9 =
+            outcore::tile::plan_gemm_fixed(odd, limits, GemmSchedule::APanelResident, 32, 40, 8192, 1, 2);
+        EXPECT_EQ(outcore::tile::retain_b_chunks(b9, limits).retained_b, 4U);
+        EXPECT_THROW((void)outcore::tile::retain_b_chunks(b9, limits, 5), outcore::UsageError);
+    }
     EXPECT_EQ(outcore::tile::retain_b_chunks(base, limits, 3).retained_b, 3U);
     EXPECT_THROW((void)outcore::tile::retain_b_chunks(base, limits, 6), outcore::UsageError);
     limits.budget_bytes = device(3) - 1;
