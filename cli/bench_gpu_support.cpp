@@ -304,34 +304,28 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     number(f.m, 'x');
     number(f.n, 'x');
     number(f.k, '\0');
-    // Then ":gGROUP", ":cSLOTS" and ":dDEPTH", each at most once, in that order.
-    auto suffix = [&](char tag, std::uint32_t& out) {
-        if (end - at < 3 || at[0] != ':' || at[1] != tag) return;
+    // Then ":gGROUP", ":cSLOTS", ":dDEPTH", ":lLANES", ":kCHUNK" and ":rRETAINED", each at
+    // most once, in that order: `tag` and digits up to the next ':' or the end (0 refused
+    // unless `zero_ok`). True where the suffix was there.
+    auto suffix = [&](char tag, auto& out, bool zero_ok) {
+        if (end - at < 3 || at[0] != ':' || at[1] != tag) return false;
         at += 2;
         const auto [next, ec] = std::from_chars(at, end, out);
-        if (ec != std::errc{} || next == at || out == 0 || (next != end && *next != ':')) throw bad();
+        if (ec != std::errc{} || next == at || (out == 0 && !zero_ok) || (next != end && *next != ':'))
+            throw bad();
         at = next;
+        return true;
     };
-    suffix('g', f.group);
-    suffix('c', f.c_slots);
-    suffix('d', f.depth);
-    suffix('l', f.lanes);
-    // Then ":kCHUNK": the A panel in chunks of CHUNK columns (0: whole).
-    if (end - at >= 3 && at[0] == ':' && at[1] == 'k') {
-        std::uint64_t chunk = 0;
-        const auto [next, ec] = std::from_chars(at + 2, end, chunk);
-        if (ec != std::errc{} || next == at + 2 || (next != end && *next != ':')) throw bad();
-        f.panel_chunk_k = chunk;
-        at = next;
-    }
-    // Then ":rRETAINED": rows in a serpentine keeping that many B chunks (0: none).
-    if (end - at >= 3 && at[0] == ':' && at[1] == 'r') {
-        std::uint32_t kept = 0;
-        const auto [next, ec] = std::from_chars(at + 2, end, kept);
-        if (ec != std::errc{} || next == at + 2 || (next != end && *next != ':')) throw bad();
-        f.retained_b = kept;
-        at = next;
-    }
+    suffix('g', f.group, false);
+    suffix('c', f.c_slots, false);
+    suffix('d', f.depth, false);
+    suffix('l', f.lanes, false);
+    // ":kCHUNK": the A panel in chunks of CHUNK columns (0: whole); ":rRETAINED": rows in a
+    // serpentine keeping that many B chunks (0: none).
+    std::uint64_t chunk = 0;
+    if (suffix('k', chunk, true)) f.panel_chunk_k = chunk;
+    std::uint32_t kept = 0;
+    if (suffix('r', kept, true)) f.retained_b = kept;
     // Then ":paced" or ":whole": C downloads paced over the next tile's GEMMs, or not.
     for (const auto& [word, paced] : {std::pair{std::string_view(":paced"), true}, {":whole", false}}) {
         if (std::string_view(at, static_cast<std::size_t>(end - at)) == word) f.paced = paced, at = end;
