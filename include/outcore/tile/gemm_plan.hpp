@@ -137,8 +137,8 @@ struct GemmPlan {
     std::uint64_t bytes_to_host = 0;      ///< C downloads
     std::uint64_t bytes_moved = 0;        ///< bytes_to_device + bytes_to_host
     std::uint64_t lower_bound_bytes = 0;  ///< no schedule within the budget moves less
-    std::uint64_t kernel_calls =
-        0;  ///< GEMM calls: C tiles × k chunks (a_chunk_k: chunk_a_panel's or retain_b_chunks's)
+    /// GEMM calls: C tiles × k chunks (a_chunk_k: chunk_a_panel's or retain_b_chunks's).
+    std::uint64_t kernel_calls = 0;
     double flop_count = 0;  ///< 2·m·n·k (overlapped C counted twice)
     /// Model estimates (0 when the rates in PlanLimits are unknown): compute =
     /// flops/F, call overhead = calls·kernel_call_seconds, transfer from the link
