@@ -1,9 +1,9 @@
-// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 1100 lines on
+// src/ops/gemm.cpp — the out-of-core GEMM (outcore/ops/gemm.hpp). About 1200 lines on
 // purpose: execute_gemm is one walk over C tiles whose steps (first-chunk pieces, drain
 // parts, split tiles, paced downloads, runs handed out tile by tile, an A panel in
-// chunks with a 16-bit C's f32 sums) share its slots, rings and regions; the operand feeding and the pacing
-// live in gemm_feed.hpp and gemm_pacing.hpp, and cutting the walk itself apart would spread that shared
-// state.
+// chunks with a 16-bit C's f32 sums, retained B in a serpentine) share its slots, rings
+// and regions; the operand feeding and the pacing live in gemm_feed.hpp and
+// gemm_pacing.hpp, and cutting the walk itself apart would spread that shared state.
 #include "outcore/ops/gemm.hpp"
 
 #include <fmt/format.h>
