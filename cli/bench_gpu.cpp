@@ -268,11 +268,12 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         std::uint32_t group = 1;
         std::uint32_t c_slots = 0;
         std::uint32_t depth = 2;
-        std::uint32_t lanes = 0;                                    // 0: the device's
-        std::optional<bool> paced = std::nullopt;                   // unset: as the options decide
-        std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  // unset: the planner's
-        std::optional<std::uint32_t> retained_b = std::nullopt;     // unset: the planner's
-        bool narrow_c = false;                                      // C in bf16 (the inputs' type), not f32
+        std::uint32_t lanes = 0;                                       // 0: the device's
+        std::optional<bool> paced = std::nullopt;                      // unset: as the options decide
+        std::optional<std::uint64_t> panel_chunk_k = std::nullopt;     // unset: the planner's
+        std::optional<std::uint32_t> retained_b = std::nullopt;        // unset: the planner's
+        std::optional<std::uint32_t> retained_k_outer = std::nullopt;  // unset: the planner's
+        bool narrow_c = false;  // C in bf16 (the inputs' type), not f32
     };
     const std::uint64_t f32_ops = 3 * nn * 4;
     const std::uint64_t bf16_ops = 3 * nn * 2;  // a quarter of these, as the issue counts
@@ -318,6 +319,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         x.paced = forced.paced;
         x.panel_chunk_k = forced.panel_chunk_k;
         x.retained_b = forced.retained_b;
+        x.retained_k_outer = forced.retained_k_outer;
         cases.push_back(x);
     }
     if (f.skip_gemm) {
@@ -350,7 +352,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .split_c_tiles = f.split_c,
                            .pace_c_downloads = oc.paced,
                            .panel_chunk_k = oc.panel_chunk_k,
-                           .retained_b = oc.retained_b};
+                           .retained_b = oc.retained_b,
+                           .retained_k_outer = oc.retained_k_outer};
         tile::GemmPlan plan;
         try {
             plan = ops::plan_gemm(dev, sa, sb, sc, o);
@@ -395,6 +398,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"acc_bytes", plan.acc_bytes},
                          {"prefetch_chunks", plan.prefetch_chunks},
                          {"retained_b", plan.retained_b},
+                         {"retained_k_outer", plan.retained_k_outer},
                          {"model_s", plan.total_seconds},
                          {"shape_tflops", plan.shape_flops * 1e-12},
                          {"timing", t.to_json()},
@@ -422,12 +426,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             "{:.3f}/{:.3f}/{:.3f} s (in a run of {} that measured them), sample error {:.2e}",
             oc.name, tflops(flops, t.median()), format_percent(ratio), format_percent(bound_s / t.median()),
             format_seconds(link_bound_s), tile::to_string(plan.schedule), plan.tile_m, plan.tile_n,
-            plan.tile_k, plan.group, plan.c_slots,
-            plan.a_chunk_k == 0
-                ? std::string()
-                : fmt::format(
-                      ", A panel in chunks of {} ({} ahead{})", plan.a_chunk_k, plan.prefetch_chunks,
-                      plan.retained_b == 0 ? std::string() : fmt::format(", {} B retained", plan.retained_b)),
+            plan.tile_k, plan.group, plan.c_slots, describe_panel_chunks(plan),
             format_seconds(plan.total_seconds), plan.shape_flops * 1e-12, format_size(last.bytes_moved),
             format_size(last.lower_bound_bytes), format_size(last.peak_device_bytes), format_size(oc.budget),
             format_percent(last.hidden_transfer_fraction), last.upload_busy_seconds,
@@ -675,12 +674,13 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_option(
            "--explore", f->explore,
            "Also run a GEMM case with forced tiles: "
-           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:rRETAINED][:paced|:"
-           "whole] "
+           "TYPE[@FRACTION]:SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:rRETAINED][:oOUTER]"
+           "[:paced|:whole] "
            "(tf32@1/2:a-panel:32768x2048x4096:g4; bf16:a-panel:16384x1536x32768:c3 for three C slots; "
            "TYPE bf16c for the bf16 case with a bf16 C; "
            ":d3 for three slots per streamed operand; :l1 for one compute lane; :k2048 for the A panel in "
            "chunks of 2048 columns, :k0 whole; :r8 for rows in a serpentine keeping 8 B chunks, :r0 none; "
+           ":o4 for the retained group's first 4 panel chunks k outer, the rest tile by tile; "
            ":paced or :whole to "
            "force C downloads paced over the next tile's GEMMs or not)")
         ->type_name("SPEC");

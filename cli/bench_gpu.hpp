@@ -119,8 +119,14 @@ struct ForcedTiles {
     /// ":rRETAINED": rows in a serpentine keeping RETAINED B chunks (GemmOptions::retained_b);
     /// unset: the planner's.
     std::optional<std::uint32_t> retained_b = std::nullopt;
+    /// ":oOUTER": chunks of a new panel the retained group computes k outer
+    /// (GemmOptions::retained_k_outer); unset: the planner's.
+    std::optional<std::uint32_t> retained_k_outer = std::nullopt;
     std::optional<bool> paced = std::nullopt;  ///< ":paced" / ":whole": GemmOptions::pace_c_downloads forced
 };
+/// ", A panel in chunks of C (P ahead[, R B retained, O k outer])" for a plan with its A
+/// panel in chunks, else "": the explore lines of bench gpu and bench vulkan.
+[[nodiscard]] std::string describe_panel_chunks(const tile::GemmPlan& plan);
 /// Parses `text` as above; UsageError naming `option` (the whole argument) otherwise.
 [[nodiscard]] ForcedTiles parse_forced_tiles(const std::string& text, const std::string& option);
 

@@ -276,12 +276,13 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     const auto bad = [&] {
         return UsageError(
             "bench",
-            fmt::format("--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
-                        "[:lLANES][:kCHUNK][:rRETAINED][:paced|:whole] (schedule square-c, a-panel or "
-                        "b-panel; sizes, group and C slots positive integers; A panel chunk 0 for a "
-                        "whole panel or its columns; retained B chunks 0 for none; depth 2 or 3; "
-                        "lanes 1 or 2)",
-                        option));
+            fmt::format(
+                "--explore '{}': expected [TYPE:]SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH]"
+                "[:lLANES][:kCHUNK][:rRETAINED][:oOUTER][:paced|:whole] (schedule square-c, a-panel or "
+                "b-panel; sizes, group and C slots positive integers; A panel chunk 0 for a "
+                "whole panel or its columns; retained B chunks 0 for none; chunks the retained "
+                "group computes k outer positive; depth 2 or 3; lanes 1 or 2)",
+                option));
     };
     const std::size_t colon = text.find(':');
     if (colon == std::string::npos) throw bad();
@@ -326,12 +327,24 @@ ForcedTiles parse_forced_tiles(const std::string& text, const std::string& optio
     if (suffix('k', chunk, true)) f.panel_chunk_k = chunk;
     std::uint32_t kept = 0;
     if (suffix('r', kept, true)) f.retained_b = kept;
+    // ":oOUTER": of a new panel's chunks, OUTER computed k outer by the retained group.
+    std::uint32_t outer = 0;
+    if (suffix('o', outer, false)) f.retained_k_outer = outer;
     // Then ":paced" or ":whole": C downloads paced over the next tile's GEMMs, or not.
     for (const auto& [word, paced] : {std::pair{std::string_view(":paced"), true}, {":whole", false}}) {
         if (std::string_view(at, static_cast<std::size_t>(end - at)) == word) f.paced = paced, at = end;
     }
     if (at != end || (f.depth != 0 && f.depth != 2 && f.depth != 3) || f.lanes > 2) throw bad();
     return f;
+}
+
+std::string describe_panel_chunks(const tile::GemmPlan& plan) {
+    if (plan.a_chunk_k == 0) return {};
+    return fmt::format(", A panel in chunks of {} ({} ahead{})", plan.a_chunk_k, plan.prefetch_chunks,
+                       plan.retained_b == 0
+                           ? std::string()
+                           : fmt::format(", {} B retained, {} k outer", plan.retained_b,
+                                         plan.retained_k_outer == 0 ? plan.a_slots : plan.retained_k_outer));
 }
 
 std::pair<std::uint64_t, std::uint64_t> parse_tile_shape(const std::string& text) {

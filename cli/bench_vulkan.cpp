@@ -343,6 +343,7 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
             if (forced.paced) x.pace_c_downloads = forced.paced;
             x.panel_chunk_k = forced.panel_chunk_k;
             x.retained_b = forced.retained_b;
+            x.retained_k_outer = forced.retained_k_outer;
             tile::GemmPlan xp;
             try {
                 xp = ops::plan_gemm(*dev, ma, mb, mc, x);
@@ -362,19 +363,14 @@ int run_bench_vulkan(const VulkanBenchFlags& f, const GlobalOptions& globals) {
                                 {"c_slots", xp.c_slots},
                                 {"a_chunk_k", xp.a_chunk_k},
                                 {"retained_b", xp.retained_b},
+                                {"retained_k_outer", xp.retained_k_outer},
                                 {"paced_downloads", xr.paced_downloads},
                                 {"timing", tx.to_json()},
                                 {"of_in_core", best_s / tx.median()}});
-            say(fmt::format(
-                "explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}{}", e,
-                tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots, xp.depth,
-                xr.paced_downloads,
-                xp.a_chunk_k == 0
-                    ? std::string()
-                    : fmt::format(
-                          ", A panel in chunks of {} ({} ahead{})", xp.a_chunk_k, xp.prefetch_chunks,
-                          xp.retained_b == 0 ? std::string() : fmt::format(", {} B retained", xp.retained_b)),
-                traced.empty() ? "" : ", traced to " + traced));
+            say(fmt::format("explore {}: {} ({} of in-core), C slots {}, depth {}, paced downloads {}{}{}", e,
+                            tflops(flops, tx.median()), format_percent(best_s / tx.median()), xp.c_slots,
+                            xp.depth, xr.paced_downloads, describe_panel_chunks(xp),
+                            traced.empty() ? "" : ", traced to " + traced));
         }
         if (!explored.empty()) record["explore"] = explored;
         o.measure_busy = true;
@@ -458,12 +454,15 @@ void add_bench_vulkan_command(CLI::App& bench, const GlobalOptions& globals, Com
                    "device has calibrated timestamps; docs/tracing.md)")
         ->type_name("FILE");
     vk->add_flag("--force", f->force, "Overwrite an existing --json FILE");
-    vk->add_option("--explore", f->explore,
-                   "Also time the out-of-core GEMM with a forced plan, "
-                   "SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:paced|:whole] "
-                   "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; DEPTH 2 or 3 "
-                   "slots per streamed operand; LANES 1 or 2 compute queues; C downloads paced over the next "
-                   "tile's GEMMs or whole; repeatable); traced beside --trace")
+    vk->add_option(
+          "--explore", f->explore,
+          "Also time the out-of-core GEMM with a forced plan, "
+          "SCHEDULE:MxNxK[:gGROUP][:cSLOTS][:dDEPTH][:lLANES][:kCHUNK][:rRETAINED][:oOUTER][:paced|:whole] "
+          "(schedule square-c, a-panel or b-panel; GROUP tiles k outer; SLOTS C slots; DEPTH 2 or 3 "
+          "slots per streamed operand; LANES 1 or 2 compute queues; the A panel in chunks of CHUNK "
+          "columns, 0 whole; rows in a serpentine keeping RETAINED B chunks, 0 none; OUTER chunks "
+          "of a new panel the retained group computes k outer; C downloads paced over the next "
+          "tile's GEMMs or whole; repeatable); traced beside --trace")
         ->type_name("PLAN");
     commands.push_back({vk, [&globals, f] { return run_bench_vulkan(*f, globals); }});
 }

@@ -197,13 +197,51 @@ GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::ui
     }
     out.bytes_to_device -= kept;
     out.bytes_moved -= kept;
-    // Row 0's first tile and the later rows' first r tiles run a GEMM per chunk, and so
-    // does a row's last tile where a next row follows; the others one over the panel.
+    std::uint32_t outer = static_cast<std::uint32_t>(chunks);
+    // The group runs k outer while the new panel lands: chunk c lands about (c + 1)·u
+    // after the panel starts (u: one chunk's upload) and the group computes a chunk in
+    // r·t (t: one tile's GEMM over a chunk). Where r·t > u the compute falls behind, and
+    // the chunks after the first j = ⌈(chunks − 1)·u / (r·t)⌉ — by then all have landed —
+    // go tile by tile. The single compute rate stands for t: it is above what
+    // chunk-sized GEMMs reach, so t is short, j large, and the tiles never wait for a
+    // chunk that is not up.
+    const double up = limits.gemm_copy_rate ? limits.gemm_copy_rate(GemmOperand::A, plan.tile_m, ck) : 0.0;
+    const double up_rate = up > 0 ? up : limits.link_bytes_per_second;
+    if (up_rate > 0 && limits.compute_flops > 0) {
+        const double u = static_cast<double>(out.a_slot_bytes) / up_rate;
+        const double t = 2.0 * static_cast<double>(plan.tile_m * plan.tile_n * ck) / limits.compute_flops;
+        const double j = std::ceil(static_cast<double>(chunks - 1) * u / (static_cast<double>(r) * t));
+        outer = static_cast<std::uint32_t>(std::clamp(j, 1.0, static_cast<double>(chunks)));
+    }
+    // Counted from the plan's calls.
+    out.kernel_calls = plan.kernel_calls;
+    out.call_overhead_seconds = plan.call_overhead_seconds;
+    out.total_seconds = plan.total_seconds;
+    return with_retained_k_outer(out, outer);
+}
+
+GemmPlan with_retained_k_outer(const GemmPlan& plan, std::uint32_t outer) {
+    if (plan.retained_b == 0 || plan.a_chunk_k == 0 || outer == 0 || outer > plan.a_slots) {
+        throw UsageError("tile", fmt::format("{}: {} chunks k outer need a plan that retains B chunks and "
+                                             "at most its {} panel chunks",
+                                             detail::describe_gemm(plan.problem), outer, plan.a_slots));
+    }
+    const TileGrid grid = plan.c_grid();
+    const std::uint64_t rows = grid.tile_rows();
+    const std::uint64_t cols = grid.tile_cols();
+    const std::uint64_t chunks = plan.a_slots;
+    const std::uint64_t r = plan.retained_b;
+    GemmPlan out = plan;
+    out.retained_k_outer = outer;
+    // Row 0's first tile runs a GEMM per chunk; the later rows' first r tiles one per
+    // chunk k outer and one over the chunks left; a row's last tile one per chunk where
+    // a next row follows; the others one over the panel.
     out.kernel_calls = 0;
     for (std::uint64_t i = 0; i < rows; ++i) {
         const std::uint64_t first = i == 0 ? 1 : r;
+        const std::uint64_t first_calls = i == 0 ? chunks : r * (outer + (outer < chunks ? 1 : 0));
         const std::uint64_t last = i + 1 < rows ? chunks : 1;
-        out.kernel_calls += first * chunks + (cols - first - 1) + last;
+        out.kernel_calls += first_calls + (cols - first - 1) + last;
     }
     recount_calls(plan, out);
     return out;

@@ -126,6 +126,12 @@ struct GemmOptions {
     /// kRetainedB); 0, never; else this many (UsageError where the plan cannot have them).
     /// Not with panel_chunk_k, split_c_tiles, one_call_per_chunk or next_tiles.
     std::optional<std::uint32_t> retained_b = std::nullopt;
+    /// With B chunks retained (by the planner or retained_b): how many of a new panel's
+    /// chunks the row's first tiles compute k outer before finishing tile by tile
+    /// (GemmPlan::retained_k_outer), 1 to the panel's chunk count; unset, as
+    /// tile::retain_b_chunks chooses. For benchmarks; UsageError where the plan retains
+    /// nothing or the count is out of range.
+    std::optional<std::uint32_t> retained_k_outer = std::nullopt;
     /// One GEMM call per k chunk of every C tile: the run's first chunk not in k-pieces
     /// and its last tile not drained in column parts (src/ops/gemm.cpp). Either splits
     /// one GEMM into several calls, which may sum in another order; with this set C is

@@ -123,6 +123,16 @@ struct GemmPlan {
     /// group's C inputs queue behind the new panel's chunks, so the group then starts only
     /// once the panel is up: the bytes are saved, the overlap is not.
     std::uint32_t retained_b = 0;
+    /// With retained_b only: how many of the new panel's chunks the group computes k
+    /// outer; the rest go tile by tile, the group's last tile first, one GEMM over those
+    /// chunks each (they lie back to back). Once the panel has landed a group that is
+    /// compute-bound gains nothing from chunk-sized GEMMs (a 16384×512×4096 tf32 GEMM ran
+    /// at 0.74 of in-core on an H100, the whole-k one at 1.04), and finishing its tiles
+    /// one at a time frees their B chunks for the next tiles' uploads, in the order the
+    /// ring reuses them. retain_b_chunks sets it to the chunks that land before the
+    /// group's compute reaches the last one (all where the rates are unknown); 0 here
+    /// means all. docs/tiling.md, "A serpentine with retained B".
+    std::uint32_t retained_k_outer = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
     /// tile of tile_m × tile_n (aligned) where a row's first tile, and its last where a
     /// next panel follows, sum their per-chunk GEMMs before one conversion rounds them
@@ -228,9 +238,14 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// of them (UsageError where they do not fit), or as many as fit (0: the largest, up to
 /// half a row's tiles: a row's last retained tiles must all have gone up in that row); the plan unchanged
 /// where fewer than kMinRetainedB fit or the plan is another. B's bytes up drop by the retained tiles' B at
-/// each row change; kernel_calls follow the group's GEMMs; the time estimates are the plan's.
+/// each row change; kernel_calls follow the group's GEMMs (GemmPlan::retained_k_outer: from
+/// the limits' rates, else all chunks k outer); the time estimates are the plan's.
 [[nodiscard]] GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits,
                                        std::uint32_t retained = 0);
+/// A plan that retains B chunks with its group computing `outer` of a new panel's chunks k
+/// outer (GemmPlan::retained_k_outer, 1 to a_slots), kernel_calls recounted; UsageError for
+/// another plan or count.
+[[nodiscard]] GemmPlan with_retained_k_outer(const GemmPlan& plan, std::uint32_t outer);
 /// The fewest retained B chunks retain_b_chunks makes a plan of by itself.
 inline constexpr std::uint32_t kMinRetainedB = 2;
 /// The tile widths two_chunked_panels tries: those measured (BENCHMARKS.md, ninth session).

@@ -63,7 +63,11 @@ TEST(BenchExploreCli, MalformedPlansAreRefusedBeforeAnythingRuns) {
                                    "a-panel:1x2x3:r",
                                    "a-panel:1x2x3:r2:k16",
                                    "a-panel:1x2x3:r2:r2",
-                                   "a-panel:1x2x3:r2x"}) {
+                                   "a-panel:1x2x3:r2x",
+                                   "a-panel:1x2x3:r2:o0",
+                                   "a-panel:1x2x3:r2:o",
+                                   "a-panel:1x2x3:o2:r2",
+                                   "a-panel:1x2x3:r2:o2:o2"}) {
         const CliRun r = run_cli(s, {"--backend", "vulkan", "bench", "vulkan", "--n", "256", "--explore",
                                      "square-c:256x256x256", "--explore", plan});
         EXPECT_EQ(r.exit_code, 2) << plan << ": " << r.err << r.out;
@@ -110,7 +114,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
                                  "--explore",
                                  "a-panel:64x32x256:c2:k64",
                                  "--explore",
-                                 "a-panel:64x32x256:r1"});
+                                 "a-panel:64x32x256:r1",
+                                 "--explore",
+                                 "a-panel:64x32x256:o1"});
     if (r.err.find("built without the Vulkan backend") != std::string::npos ||
         r.err.find("no Vulkan") != std::string::npos) {
         GTEST_SKIP() << r.err;
@@ -139,6 +145,9 @@ TEST(BenchExploreCli, PlansWithGroupsAndCSlotsRun) {
     // ":r1": parsed, and refused by the planner (k = 256 has no chunk of 2048 or more).
     EXPECT_NE(r.out.find("explore a-panel:64x32x256:r1: [tile]"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("1 retained B chunks do not fit"), std::string::npos) << r.out;
+    // ":o1": parsed, and refused where nothing is retained.
+    EXPECT_NE(r.out.find("explore a-panel:64x32x256:o1: [tile]"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("need a plan that retains B chunks"), std::string::npos) << r.out;
 }
 
 // `bench gpu --blur-tiles ROWSxCOLS` is parsed before the device is opened: a malformed

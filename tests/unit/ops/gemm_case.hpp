@@ -44,9 +44,10 @@ struct Case {
     double flops = 0, link_bytes_per_second = 0;
     std::uint32_t group = 1;    ///< with fixed tiles of a single panel
     std::uint32_t c_slots = 0;  ///< with fixed tiles: C slots (0: the planner's)
-    std::optional<std::uint64_t> panel_chunk_k = std::nullopt;  ///< GemmOptions::panel_chunk_k
-    std::optional<std::uint32_t> retained_b = std::nullopt;     ///< GemmOptions::retained_b
-    bool device_readable = false;                               ///< operands and C straight from host memory
+    std::optional<std::uint64_t> panel_chunk_k = std::nullopt;     ///< GemmOptions::panel_chunk_k
+    std::optional<std::uint32_t> retained_b = std::nullopt;        ///< GemmOptions::retained_b
+    std::optional<std::uint32_t> retained_k_outer = std::nullopt;  ///< GemmOptions::retained_k_outer
+    bool device_readable = false;  ///< operands and C straight from host memory
 };
 
 inline std::string describe(const Case& c) {
@@ -89,6 +90,7 @@ inline GemmOptions options_for(const Case& cs) {
     o.c_slots = cs.c_slots;
     o.panel_chunk_k = cs.panel_chunk_k;
     o.retained_b = cs.retained_b;
+    o.retained_k_outer = cs.retained_k_outer;
     // Plans from bytes alone: the same seed gives the same plans (measured rates are
     // covered by their own test).
     o.measure_rates = false;

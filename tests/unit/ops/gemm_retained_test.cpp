@@ -80,8 +80,13 @@ TEST(GemmRetainedB, GivesTheSameAnswerAndUploadsTheSharedBOnce) {
                 .device_readable = variant % 4 == 1};
         const std::uint32_t r = 1 + static_cast<std::uint32_t>(rng() % (cols / 2));
         cs.retained_b = r;
+        // The group k outer over every chunk, or its first 1 .. chunks − 1 then tile by tile
+        // (run_case counts the GEMMs: kernel_calls follows).
+        const std::uint32_t chunks = static_cast<std::uint32_t>(k / 3072);
+        if (variant % 3 != 0) cs.retained_k_outer = 1 + static_cast<std::uint32_t>(rng() % (chunks - 1));
         const GemmReport kept = run_case(*device, cs, rng);
         ASSERT_EQ(kept.plan.retained_b, r);
+        EXPECT_EQ(kept.plan.retained_k_outer, cs.retained_k_outer.value_or(chunks));
         EXPECT_EQ(kept.plan.a_chunk_k, 3072U);
         EXPECT_EQ(kept.plan.a_slots, k / 3072);
         EXPECT_EQ(kept.plan.prefetch_chunks, 0U);
@@ -121,13 +126,24 @@ TEST(GemmRetainedB, IsRefusedWhereTheRunCannotHaveIt) {
     c = base;
     c.retained_b = 3;  // 4 columns of tiles: at most 2
     EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError);
+    // Chunks k outer: 1 to the panel's 2, and only where B chunks are retained.
+    for (const std::uint32_t outer : {0U, 3U}) {
+        c = base;
+        c.retained_k_outer = outer;
+        EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError) << outer;
+    }
+    c = base;
+    c.retained_b = 0;
+    c.retained_k_outer = 1;
+    EXPECT_THROW((void)run_case(*device, c, rng), outcore::UsageError);
     // Hand-made plans: each short of one thing the executor needs.
     Bound bound(base, rng);
     bound.o.budget_bytes = base.budget_bytes;
     const GemmPlan good = outcore::ops::plan_gemm(*device, bound.a, bound.b, bound.c, bound.o);
     ASSERT_EQ(good.retained_b, 2U);
-    for (int broken = 0; broken < 4; ++broken) {
+    for (int broken = 0; broken < 5; ++broken) {
         GemmPlan p = good;
+        if (broken == 4) p.retained_k_outer = p.a_slots + 1;
         if (broken == 0) p.b_slots = p.retained_b + 1;
         if (broken == 1) p.c_slots = p.retained_b;
         if (broken == 2) p.retained_b = 3;
@@ -203,6 +219,53 @@ TEST(GemmRetainedB, ThePlannerKeepsWhatTheBudgetHolds) {
     refused(other, 32, 8192);
     refused(problem, 96, 8192);
     refused(problem, 32, 4096);
+}
+
+// The group's chunks k outer: those that land before the group's compute, at the single
+// rate, reaches the last one, j = ⌈(chunks − 1)·u / (r·t)⌉ within [1, chunks]; all where the
+// rates are unknown. with_retained_k_outer recounts the calls and refuses what cannot be.
+TEST(GemmRetainedB, TheGroupGoesKOuterWhileThePanelLands) {
+    // 8 chunks of 4096 for a 1024-row panel; 20 columns of 512: r = 10 with this budget.
+    const GemmProblem problem{.m = 2048, .n = 10240, .k = 32768, .type = DType::F32};
+    PlanLimits limits{.budget_bytes = 4 * outcore::kGiB, .min_offset_alignment = 256};
+    const GemmPlan base =
+        outcore::tile::plan_gemm_fixed(problem, limits, GemmSchedule::APanelResident, 1024, 512, 32768, 1, 2);
+    const GemmPlan unknown = outcore::tile::retain_b_chunks(base, limits);
+    ASSERT_EQ(unknown.retained_b, 10U);
+    ASSERT_EQ(unknown.a_slots, 8U);
+    EXPECT_EQ(unknown.retained_k_outer, 8U) << "rates unknown: all k outer";
+    // u = 16 MiB / link; t = 2·1024·512·4096 / F. Link 16.777216 GB/s: u = 1 ms.
+    limits.link_bytes_per_second = 16.777216e9;
+    auto outer_at = [&](double t_seconds) {
+        limits.compute_flops = 2.0 * 1024 * 512 * 4096 / t_seconds;
+        return outcore::tile::retain_b_chunks(base, limits).retained_k_outer;
+    };
+    EXPECT_EQ(outer_at(0.2e-3), 4U);   // r·t = 2 ms: ⌈7 · 1 / 2⌉
+    EXPECT_EQ(outer_at(0.7e-3), 1U);   // 7 ms a chunk: ⌈7 / 7⌉
+    EXPECT_EQ(outer_at(10e-3), 1U);    // never below one
+    EXPECT_EQ(outer_at(0.15e-3), 5U);  // r·t = 1.5 ms: ⌈4.67⌉
+    EXPECT_EQ(outer_at(0.01e-3), 8U);  // link-bound: all k outer
+    // A chunk's copy rate where the limits have one (half the link's: twice as long).
+    limits.compute_flops = 2.0 * 1024 * 512 * 4096 / 0.2e-3;
+    limits.gemm_copy_rate = [](outcore::tile::GemmOperand op, std::uint64_t outer, std::uint64_t inner) {
+        EXPECT_EQ(op, outcore::tile::GemmOperand::A);
+        EXPECT_EQ(outer, 1024U);
+        EXPECT_EQ(inner, 4096U);
+        return 8.388608e9;
+    };
+    const GemmPlan p = outcore::tile::retain_b_chunks(base, limits);
+    EXPECT_EQ(p.retained_k_outer, 7U);  // ⌈7 · 2 / 2⌉
+    // Calls: row 0's first tile per chunk, 18 between, its last per chunk; row 1's ten
+    // first per chunk k outer and one each over the rest, 9 between, its last one.
+    EXPECT_EQ(p.kernel_calls, (8 + 18 + 8) + (10 * (7 + 1) + 9 + 1));
+    const GemmPlan all = outcore::tile::with_retained_k_outer(p, 8);
+    EXPECT_EQ(all.kernel_calls, (8 + 18 + 8) + (10 * 8 + 9 + 1));
+    EXPECT_EQ(outcore::tile::with_retained_k_outer(p, 1).kernel_calls, (8 + 18 + 8) + (10 * 2 + 9 + 1));
+    EXPECT_EQ(all.bytes_to_device, p.bytes_to_device);
+    EXPECT_THROW((void)outcore::tile::with_retained_k_outer(p, 0), outcore::UsageError);
+    EXPECT_THROW((void)outcore::tile::with_retained_k_outer(p, 9), outcore::UsageError);
+    EXPECT_THROW((void)outcore::tile::with_retained_k_outer(outcore::tile::chunk_a_panel(base, limits), 1),
+                 outcore::UsageError);
 }
 
 }  // namespace
