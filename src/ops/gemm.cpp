@@ -127,11 +127,14 @@ constexpr bool kChunkedPanels = true;
 
 /// Whether plan_gemm, on the CUDA backend with GemmOptions::retained_b unset, makes the
 /// rows of an a-panel plan over the whole k (the planner's, or two_chunked_panels') walk
-/// a serpentine and keep the B chunks they share (tile::retain_b_chunks), where the budget
-/// holds kMinRetainedB or more. On an H100 (2026-12-07) tf32 ran 4.4 % faster at 3 GiB
-/// and 6.7 % at 6 GiB than the same tiles without (docs/tiling.md, "A serpentine with
-/// retained B").
+/// a serpentine and keep the B chunks they share (tile::retain_b_chunks), where that
+/// saves at least kRetainedShare of the plan's bytes up. On two H100 hosts (2026-12-07)
+/// tf32 at 6 GiB, 32 chunks kept (1/6 of the bytes up), ran 4.7 % (4 chunks k outer) and
+/// 6.7 % (all) faster than the same tiles without; at 3 GiB, 8 kept of 512-wide tiles (1/24),
+/// 0.4–0.9 % and 4.4 %, and 3 kept of 1024-wide ones 1.6 % slower (docs/tiling.md, "A
+/// serpentine with retained B").
 constexpr bool kRetainedB = true;
+constexpr double kRetainedShare = 0.1;
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
@@ -359,8 +362,11 @@ tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLim
     // Then rows that keep the B chunks they share, where the budget holds enough of them
     // (unless the options say never).
     if (kRetainedB && !options.panel_chunk_k && !options.retained_b) {
-        const tile::GemmPlan kept = tile::retain_b_chunks(two ? *two : plan, limits);
-        if (kept.retained_b != 0) return kept;
+        const tile::GemmPlan& base = two ? *two : plan;
+        const tile::GemmPlan kept = tile::retain_b_chunks(base, limits);
+        const auto saved = static_cast<double>(base.bytes_to_device - kept.bytes_to_device);
+        if (kept.retained_b != 0 && saved >= kRetainedShare * static_cast<double>(base.bytes_to_device))
+            return kept;
     }
     if (two) return *two;
     return tile::chunk_a_panel(plan, limits, chunk_k);

@@ -200,16 +200,19 @@ GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::ui
     std::uint32_t outer = static_cast<std::uint32_t>(chunks);
     // The group runs k outer while the new panel lands: chunk c lands about (c + 1)·u
     // after the panel starts (u: one chunk's upload) and the group computes a chunk in
-    // r·t (t: one tile's GEMM over a chunk). Where r·t > u the compute falls behind, and
-    // the chunks after the first j = ⌈(chunks − 1)·u / (r·t)⌉ — by then all have landed —
-    // go tile by tile. The single compute rate stands for t: it is above what
-    // chunk-sized GEMMs reach, so t is short, j large, and the tiles never wait for a
-    // chunk that is not up.
+    // r·t (t: one tile's GEMM over a chunk, at that shape's measured rate where the limits
+    // have one, else the single rate, which is above what chunk-sized GEMMs reach and so
+    // errs towards more chunks k outer). Where r·t > u the compute falls behind, and the
+    // chunks after the first j = ⌈(chunks − 1)·u / (r·t)⌉ — by then all have landed — go
+    // tile by tile.
     const double up = limits.gemm_copy_rate ? limits.gemm_copy_rate(GemmOperand::A, plan.tile_m, ck) : 0.0;
     const double up_rate = up > 0 ? up : limits.link_bytes_per_second;
-    if (up_rate > 0 && limits.compute_flops > 0) {
+    const double shape =
+        limits.gemm_shape_flops ? limits.gemm_shape_flops(plan.tile_m, plan.tile_n, ck) : 0.0;
+    const double flops = shape > 0 ? shape : limits.compute_flops;
+    if (up_rate > 0 && flops > 0) {
         const double u = static_cast<double>(out.a_slot_bytes) / up_rate;
-        const double t = 2.0 * static_cast<double>(plan.tile_m * plan.tile_n * ck) / limits.compute_flops;
+        const double t = 2.0 * static_cast<double>(plan.tile_m * plan.tile_n * ck) / flops;
         const double j = std::ceil(static_cast<double>(chunks - 1) * u / (static_cast<double>(r) * t));
         outer = static_cast<std::uint32_t>(std::clamp(j, 1.0, static_cast<double>(chunks)));
     }

@@ -221,9 +221,10 @@ TEST(GemmRetainedB, ThePlannerKeepsWhatTheBudgetHolds) {
     refused(problem, 32, 4096);
 }
 
-// The group's chunks k outer: those that land before the group's compute, at the single
-// rate, reaches the last one, j = ⌈(chunks − 1)·u / (r·t)⌉ within [1, chunks]; all where the
-// rates are unknown. with_retained_k_outer recounts the calls and refuses what cannot be.
+// The group's chunks k outer: those that land before the group's compute, at the chunk
+// GEMM's measured rate or else the single one, reaches the last one, j = ⌈(chunks − 1)·u / (r·t)⌉ within [1,
+// chunks]; all where the rates are unknown. with_retained_k_outer recounts the calls and refuses what cannot
+// be.
 TEST(GemmRetainedB, TheGroupGoesKOuterWhileThePanelLands) {
     // 8 chunks of 4096 for a 1024-row panel; 20 columns of 512: r = 10 with this budget.
     const GemmProblem problem{.m = 2048, .n = 10240, .k = 32768, .type = DType::F32};
@@ -253,8 +254,20 @@ TEST(GemmRetainedB, TheGroupGoesKOuterWhileThePanelLands) {
         EXPECT_EQ(inner, 4096U);
         return 8.388608e9;
     };
-    const GemmPlan p = outcore::tile::retain_b_chunks(base, limits);
+    GemmPlan p = outcore::tile::retain_b_chunks(base, limits);
     EXPECT_EQ(p.retained_k_outer, 7U);  // ⌈7 · 2 / 2⌉
+    // The chunk GEMM's measured rate where the limits have one (a third of the single
+    // rate: r·t = 6 ms), asked for that shape.
+    limits.gemm_shape_flops = [&](std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+        EXPECT_EQ(m, 1024U);
+        EXPECT_EQ(n, 512U);
+        EXPECT_EQ(k, 4096U);
+        return limits.compute_flops / 3;
+    };
+    EXPECT_EQ(outcore::tile::retain_b_chunks(base, limits).retained_k_outer, 3U);  // ⌈7 · 2 / 6⌉
+    limits.gemm_shape_flops = [](std::uint64_t, std::uint64_t, std::uint64_t) { return 0.0; };
+    p = outcore::tile::retain_b_chunks(base, limits);
+    EXPECT_EQ(p.retained_k_outer, 7U) << "no measured rate: the single one";
     // Calls: row 0's first tile per chunk, 18 between, its last per chunk; row 1's ten
     // first per chunk k outer and one each over the rest, 9 between, its last one.
     EXPECT_EQ(p.kernel_calls, (8 + 18 + 8) + (10 * (7 + 1) + 9 + 1));
