@@ -362,11 +362,8 @@ tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLim
     // Then rows that keep the B chunks they share, where the budget holds enough of them
     // (unless the options say never).
     if (kRetainedB && !options.panel_chunk_k && !options.retained_b) {
-        const tile::GemmPlan& base = two ? *two : plan;
-        const tile::GemmPlan kept = tile::retain_b_chunks(base, limits);
-        const auto saved = static_cast<double>(base.bytes_to_device - kept.bytes_to_device);
-        if (kept.retained_b != 0 && saved >= kRetainedShare * static_cast<double>(base.bytes_to_device))
-            return kept;
+        const tile::GemmPlan kept = tile::retain_b_chunks(two ? *two : plan, limits, 0, kRetainedShare);
+        if (kept.retained_b != 0) return kept;
     }
     if (two) return *two;
     return tile::chunk_a_panel(plan, limits, chunk_k);

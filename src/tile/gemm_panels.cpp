@@ -122,7 +122,8 @@ std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimit
     return best;
 }
 
-GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::uint32_t retained) {
+GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::uint32_t retained,
+                         double min_share) {
     const GemmProblem& p = plan.problem;
     const std::uint64_t w = gemm_input_bytes(p.type);
     const TileGrid grid = plan.c_grid();
@@ -195,6 +196,8 @@ GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::ui
             kept += grid.tile(i, col).size.cols * p.k * w;
         }
     }
+    if (retained == 0 && static_cast<double>(kept) < min_share * static_cast<double>(plan.bytes_to_device))
+        return plan;
     out.bytes_to_device -= kept;
     out.bytes_moved -= kept;
     std::uint32_t outer = static_cast<std::uint32_t>(chunks);
@@ -214,7 +217,8 @@ GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits, std::ui
         const double u = static_cast<double>(out.a_slot_bytes) / up_rate;
         const double t = 2.0 * static_cast<double>(plan.tile_m * plan.tile_n * ck) / flops;
         const double j = std::ceil(static_cast<double>(chunks - 1) * u / (static_cast<double>(r) * t));
-        outer = static_cast<std::uint32_t>(std::clamp(j, 1.0, static_cast<double>(chunks)));
+        if (std::isfinite(j))
+            outer = static_cast<std::uint32_t>(std::clamp(j, 1.0, static_cast<double>(chunks)));
     }
     // Counted from the plan's calls.
     out.kernel_calls = plan.kernel_calls;

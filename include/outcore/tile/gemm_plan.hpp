@@ -237,12 +237,13 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// its C slot — `retained`
 /// of them (UsageError where they do not fit), or as many as fit (0: the largest, up to
 /// half a row's tiles: a row's last retained tiles must all have gone up in that row); the plan unchanged
-/// where fewer than kMinRetainedB fit or the plan is another. B's bytes up drop by the retained tiles' B at
+/// where fewer than kMinRetainedB fit, where (retained 0) they would save less than `min_share` of
+/// the plan's bytes up, or the plan is another. B's bytes up drop by the retained tiles' B at
 /// each row change; kernel_calls follow the group's GEMMs (GemmPlan::retained_k_outer: from
 /// the limits' rates, else all chunks k outer; it asks limits.gemm_shape_flops, where set,
 /// for one shape, tile_m × tile_n × the chunk); the time estimates are the plan's.
 [[nodiscard]] GemmPlan retain_b_chunks(const GemmPlan& plan, const PlanLimits& limits,
-                                       std::uint32_t retained = 0);
+                                       std::uint32_t retained = 0, double min_share = 0);
 /// A plan that retains B chunks with its group computing `outer` of a new panel's chunks k
 /// outer (GemmPlan::retained_k_outer, 1 to a_slots), kernel_calls recounted; UsageError for
 /// another plan or count.

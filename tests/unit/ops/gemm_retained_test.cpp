@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "gemm_case.hpp"
 #include "gemm_test_support.hpp"
@@ -100,6 +101,49 @@ TEST(GemmRetainedB, GivesTheSameAnswerAndUploadsTheSharedBOnce) {
         drained = drained || kept.drain_parts > 1;
     }
     EXPECT_TRUE(drained) << "a last tile, column 0 after an odd number of row changes, drained in parts";
+}
+
+// A rest over two or more chunks, each way B comes, β ≠ 0, one lane or two (fixed, so no
+// seed leaves it out): the answer is right; and the group's C tiles are written in the order
+// they finish — k outer throughout, in the walk's order (an odd row right to left), else
+// the group's last tile first.
+TEST(GemmRetainedB, TheGroupFinishesTileByTileInReverse) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    const Case base{.m = 64,
+                    .n = 240,
+                    .k = 12288,  // 4 chunks of 3072
+                    .schedule = GemmSchedule::APanelResident,
+                    .budget_bytes = outcore::kGiB,
+                    .tile_m = 32,
+                    .tile_n = 40,
+                    .tile_k = 12288,
+                    .retained_b = 3};
+    for (int variant = 0; variant < 8; ++variant) {
+        Case c = base;
+        c.trans_b = variant % 2 == 1;
+        c.beta = variant % 4 < 2 ? 0.5 : 0.0;
+        c.lanes = variant < 4 ? 2U : 1U;
+        c.retained_k_outer = 1 + static_cast<std::uint32_t>(variant % 3);  // 1, 2 or 3 of 4
+        const GemmReport r = run_case(*device, c, rng);
+        EXPECT_EQ(r.plan.retained_k_outer, *c.retained_k_outer);
+    }
+    // Row 1 (odd) walks columns 5, 4, 3, …: its group is those three.
+    for (const std::uint32_t outer : {2U, 4U}) {
+        Case c = base;
+        c.lanes = 1;
+        c.retained_k_outer = outer;
+        Bound bound(c, rng);
+        bound.o.budget_bytes = c.budget_bytes;
+        std::vector<std::uint64_t> order;
+        bound.o.tile_written = [&order](std::uint64_t t) { order.push_back(t); };
+        (void)outcore::ops::gemm(*device, bound.a, bound.b, bound.c, bound.o);
+        ASSERT_EQ(order.size(), 12U);
+        const std::vector<std::uint64_t> group(order.begin() + 6, order.begin() + 9);
+        EXPECT_EQ(group, (outer == 4 ? std::vector<std::uint64_t>{11, 10, 9}
+                                     : std::vector<std::uint64_t>{9, 10, 11}))
+            << outer << " chunks k outer";
+    }
 }
 
 // A retained count with options it does not go with, or a plan made by hand that breaks
@@ -203,6 +247,15 @@ TEST(GemmRetainedB, ThePlannerKeepsWhatTheBudgetHolds) {
     const GemmPlan p = outcore::tile::retain_b_chunks(base, limits);
     EXPECT_EQ(base.bytes_to_device - p.bytes_to_device, kept_bytes(3, 400, 40, 8192, 4, 5));
     EXPECT_EQ(base.bytes_moved - p.bytes_moved, kept_bytes(3, 400, 40, 8192, 4, 5));
+    // Left alone where it would save less than a share of the bytes up asked for (the
+    // default on CUDA asks a tenth); a count asked for is kept whatever it saves.
+    const double share =
+        static_cast<double>(kept_bytes(3, 400, 40, 8192, 4, 5)) / static_cast<double>(base.bytes_to_device);
+    EXPECT_EQ(outcore::tile::retain_b_chunks(base, limits, 0, share * 0.99).retained_b, 5U);
+    const GemmPlan unchanged = outcore::tile::retain_b_chunks(base, limits, 0, share * 1.01);
+    EXPECT_EQ(unchanged.retained_b, 0U);
+    EXPECT_EQ(unchanged.bytes_to_device, base.bytes_to_device);
+    EXPECT_EQ(outcore::tile::retain_b_chunks(base, limits, 3, 1.0).retained_b, 3U);
     // Plans that cannot have it: A transposed, a 16-bit C, a single panel, k in chunks.
     GemmProblem other = problem;
     other.trans_a = true;
