@@ -885,16 +885,22 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     // since), and they run k outer, each chunk of the new panel serving every tile of the
     // group as it lands, so the panel's upload overlaps the group's GEMMs.
     // After the first GemmPlan::retained_k_outer chunks (all up by the time the compute
-    // gets there) the tiles finish one by one, the group's last first — its B slot is
-    // the one the streaming ring reuses first — each with one GEMM over the chunks left,
-    // which lie back to back (nothing ahead: the panel's chunks land in k order).
-    // Returns whether the tiles finished in reverse.
+    // gets there) the tiles finish one by one in the walk's order, each with one GEMM over
+    // the chunks left, which lie back to back (nothing ahead: the panel's chunks land in
+    // k order). The tiles after the group reuse the group's C slots in that order (tile
+    // t's slot is t mod c_slots), and the B ring is turned so that they reuse its B slots
+    // in that order too: a tile's slots free as it finishes, so the next tiles' B and
+    // (β ≠ 0) C go up while the rest of the group computes.
     auto step_retained = [&](const std::vector<TileWork>& tiles) {
         const std::uint64_t k = problem.k;
         const std::uint64_t ck = a_chunks->chunk_k();
+        const std::size_t size = b_ring.size();
         std::vector<tile::SlotId> kept;
+        for (std::size_t g = 0; g < tiles.size(); ++g) kept.push_back(b_ring[(b_next + size - 1 - g) % size]);
+        // The ring from b_next on: the streaming slots, then the kept ones from the
+        // group's last tile to its first; the first tile's after the streaming slots.
         for (std::size_t g = 0; g < tiles.size(); ++g)
-            kept.push_back(b_ring[(b_next + b_ring.size() - 1 - g) % b_ring.size()]);
+            b_ring[(b_next + size - tiles.size() + g) % size] = kept[g];
         const std::vector<std::uint64_t> sequence = a_chunks->order();
         const std::size_t outer = plan.retained_k_outer == 0
                                       ? sequence.size()
@@ -926,7 +932,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             const tile::SlotId as = a_chunks->current(kc);
             for (std::size_t g = 0; g < tiles.size(); ++g) gemm(g, kc, 1, as, {tile::reads(as)}, i == 0);
         }
-        if (outer == sequence.size()) return false;
+        if (outer == sequence.size()) return;
         std::vector<tile::SlotAccess> rest;
         for (std::size_t i = outer; i < sequence.size(); ++i) {
             if (sequence[i] != sequence[outer] + (i - outer))
@@ -934,9 +940,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             rest.push_back(tile::reads(a_chunks->current(sequence[i])));
         }
         const tile::SlotId first_rest = a_chunks->current(sequence[outer]);
-        for (std::size_t g = tiles.size(); g-- > 0;)
+        for (std::size_t g = 0; g < tiles.size(); ++g)
             gemm(g, sequence[outer], sequence.size() - outer, first_rest, rest, outer == 0);
-        return true;
     };
     // Chunk kc of a tile: its operands (the panel's chunk, the streamed one), then the GEMM.
     auto step = [&](const TileWork& tw, std::uint64_t kc) {
@@ -1145,8 +1150,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                 std::vector<TileWork> tiles;
                 for (std::uint64_t u = t; u < std::min(end, t + retained); ++u)
                     tiles.push_back(begin_tile(u));
-                // Their C tiles go down in the order they finish.
-                if (step_retained(tiles)) std::reverse(tiles.begin(), tiles.end());
+                step_retained(tiles);
                 for (const TileWork& tw : tiles) end_tile(tw);
                 t += tiles.size() - 1;
                 continue;

@@ -124,14 +124,14 @@ struct GemmPlan {
     /// once the panel is up: the bytes are saved, the overlap is not.
     std::uint32_t retained_b = 0;
     /// With retained_b only: how many of the new panel's chunks the group computes k
-    /// outer; the rest go tile by tile, the group's last tile first, one GEMM over those
-    /// chunks each (they lie back to back). Once the panel has landed a group that is
+    /// outer; the rest go tile by tile in the walk's order, one GEMM over those chunks
+    /// each (they lie back to back). Once the panel has landed a group that is
     /// compute-bound gains nothing from chunk-sized GEMMs (a 16384×512×4096 tf32 GEMM ran
     /// at 0.74 of in-core on an H100, the whole-k one at 1.04), and finishing its tiles
-    /// one at a time frees their B chunks for the next tiles' uploads, in the order the
-    /// ring reuses them. retain_b_chunks sets it to the chunks that land before the
-    /// group's compute reaches the last one (all where the rates are unknown); 0 here
-    /// means all. docs/tiling.md, "A serpentine with retained B".
+    /// one at a time frees their B and C slots for the next tiles, which reuse them in
+    /// that order (the executor turns the B ring so). retain_b_chunks sets it to the chunks that land before
+    /// the group's compute reaches the last one (all where the rates are unknown); 0 here means all.
+    /// docs/tiling.md, "A serpentine with retained B".
     std::uint32_t retained_k_outer = 0;
     /// A chunked panel with a 16-bit C (GemmProblem::narrow_c) only, 0 otherwise: one f32
     /// tile of tile_m × tile_n (aligned) where a row's first tile, and its last where a
