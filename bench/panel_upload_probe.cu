@@ -6,7 +6,9 @@
 // 4096 columns: one 2-D copy per chunk on one stream; the same split over two and four
 // streams; a gather kernel that reads the pinned host memory directly (zero-copy) with
 // G blocks; each of those beside contiguous uploads on another stream; and what the
-// gather kernel costs a bf16 GEMM running beside it. Not part of the CMake build: a
+// gather kernel costs a bf16 GEMM running beside it; and the panel packed on the host:
+// T threads copy each chunk's runs, 16 MiB pieces at a time, into pinned staging
+// buffers that go up contiguous (each thread on its own stream). Not part of the CMake build: a
 // one-off probe, kept so its figures can be measured again. On a machine with an
 // NVIDIA GPU:
 //
@@ -16,9 +18,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "probe_check.hpp"
@@ -146,6 +151,66 @@ Timing run(int method, const std::byte* hA, const std::byte* hB, std::byte* dA, 
     return t;
 }
 
+/// The panel packed on the host by `threads` threads: piece i (kStagedCols columns of a
+/// chunk, 16 MiB) is copied run by run into staging buffer i mod (2·threads) by thread
+/// i mod threads, then goes up as one contiguous copy on that thread's stream; a
+/// buffer is refilled once its previous copy is done. Beside it on another stream,
+/// `beside_bytes` of contiguous uploads or `gemms` bf16 GEMMs, as in run().
+constexpr std::uint64_t kStagedCols = 512;
+Timing run_staged(int threads, std::byte* const* staging, const std::byte* hA, const std::byte* hB,
+                  std::byte* dA, std::byte* dB, std::uint64_t beside_bytes, int gemms, cublasHandle_t blas,
+                  const __nv_bfloat16* gA, const __nv_bfloat16* gB, float* gC) {
+    Streams st(threads + 1);
+    cudaStream_t other = st.s[threads];
+    const int buffers = 2 * threads;
+    std::vector<cudaEvent_t> used(buffers);
+    for (auto& e : used) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaEvent_t b0, b1;
+    CK(cudaEventCreate(&b0));
+    CK(cudaEventCreate(&b1));
+    CK(cudaEventRecord(b0, other));
+    for (std::uint64_t o = 0; o < beside_bytes; o += 96 * kMiB)
+        CK(cudaMemcpyAsync(dB + o % (2 * kGiB), hB + o % (2 * kGiB), std::min(96 * kMiB, beside_bytes - o),
+                           cudaMemcpyHostToDevice, other));
+    if (gemms > 0) {
+        CK(cublasSetStream(blas, other));
+        const float one = 1, zero = 0;
+        for (int g = 0; g < gemms; ++g)
+            CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384,
+                            gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+    }
+    CK(cudaEventRecord(b1, other));
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t pieces = kCols / kStagedCols;
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+            for (std::uint64_t i = t; i < pieces; i += threads) {
+                const int b = static_cast<int>(i % buffers);
+                CK(cudaEventSynchronize(used[b]));
+                for (std::uint64_t c = 0; c < kStagedCols; ++c)
+                    std::memcpy(staging[b] + c * kRun, hA + (i * kStagedCols + c) * kPitch, kRun);
+                CK(cudaMemcpyAsync(dA + i * kStagedCols * kRun, staging[b], kStagedCols * kRun,
+                                   cudaMemcpyHostToDevice, st.s[t]));
+                CK(cudaEventRecord(used[b], st.s[t]));
+            }
+        });
+    }
+    for (auto& th : pool) th.join();
+    for (int t = 0; t < threads; ++t) CK(cudaStreamSynchronize(st.s[t]));
+    const double panel_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CK(cudaDeviceSynchronize());
+    Timing r;
+    r.panel_gbs = static_cast<double>(kPanelBytes) / panel_s * 1e-9;
+    if (beside_bytes > 0) r.other_gbs = static_cast<double>(beside_bytes) / seconds(b0, b1) * 1e-9;
+    if (gemms > 0) r.gemm_tflops = 2.0 * 16384 * 1024 * 32768 * gemms / seconds(b0, b1) * 1e-12;
+    for (auto e : used) CK(cudaEventDestroy(e));
+    CK(cudaEventDestroy(b0));
+    CK(cudaEventDestroy(b1));
+    return r;
+}
+
 }  // namespace
 
 int main() {
@@ -209,6 +274,42 @@ int main() {
             std::snprintf(name, sizeof name, "gather kernel, %d blocks", -method);
         std::printf("%-28s %10.1f %12.1f %14.1f %10.1f %10.1f\n", name, alone.panel_gbs, beside.panel_gbs,
                     beside.other_gbs, with_gemm.panel_gbs, with_gemm.gemm_tflops);
+    }
+    std::byte* staging[32];
+    for (auto& b : staging)
+        CK(cudaHostAlloc(reinterpret_cast<void**>(&b), kStagedCols * kRun, cudaHostAllocPortable));
+    for (const int threads : {2, 4, 8, 16}) {
+        auto staged3 = [&](std::uint64_t beside, int gemms) {
+            std::vector<Timing> ts;
+            for (int r = 0; r < 3; ++r)
+                ts.push_back(run_staged(threads, staging, hA, hB, dA, dB, beside, gemms, blas, gA, gB, gC));
+            std::sort(ts.begin(), ts.end(),
+                      [](const Timing& a, const Timing& b) { return a.panel_gbs < b.panel_gbs; });
+            return ts[1];
+        };
+        const Timing alone = staged3(0, 0);
+        const Timing beside = staged3(2 * kGiB, 0);
+        const Timing with_gemm = staged3(0, gemms_alone);
+        char name[64];
+        std::snprintf(name, sizeof name, "host-staged, %d threads", threads);
+        std::printf("%-28s %10.1f %12.1f %14.1f %10.1f %10.1f\n", name, alone.panel_gbs, beside.panel_gbs,
+                    beside.other_gbs, with_gemm.panel_gbs, with_gemm.gemm_tflops);
+    }
+    {
+        // The staged panel arrives whole and in place.
+        std::vector<std::byte> got(kRun);
+        for (std::uint64_t c : {0ULL, 511ULL, 512ULL, 32767ULL}) {
+            hA[c * kPitch] = static_cast<std::byte>(c % 251);
+            hA[c * kPitch + kRun - 1] = static_cast<std::byte>(c % 241);
+        }
+        (void)run_staged(4, staging, hA, hB, dA, dB, 0, 0, blas, gA, gB, gC);
+        for (std::uint64_t c : {0ULL, 511ULL, 512ULL, 32767ULL}) {
+            CK(cudaMemcpy(got.data(), dA + c * kRun, kRun, cudaMemcpyDeviceToHost));
+            if (std::memcmp(got.data(), hA + c * kPitch, kRun) != 0) {
+                std::printf("host staging copied column %llu wrong\n", static_cast<unsigned long long>(c));
+                return 1;
+            }
+        }
     }
     const Timing gemm_alone = [&] {
         std::vector<Timing> ts;
