@@ -138,8 +138,9 @@ constexpr double kRetainedShare = 0.1;
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
-/// The plan: plan_tiles, then the A panel in chunks, two chunked panels or retained B
-/// chunks as the options and the backend's defaults ask.
+/// The plan: plan_tiles, then the A panel in chunks (in narrower tiles where the planner's
+/// leave no room for them), two chunked panels or retained B chunks as the options and
+/// the backend's defaults ask.
 tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                            const GemmOptions& options, Device& device);
 
@@ -366,7 +367,13 @@ tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLim
         if (kept.retained_b != 0) return kept;
     }
     if (two) return *two;
-    return tile::chunk_a_panel(plan, limits, chunk_k);
+    const tile::GemmPlan chunked = tile::chunk_a_panel(plan, limits, chunk_k);
+    // Where the planner's tiles leave no room for chunks, narrower ones that have it.
+    if (chunk_k == 0 && chunked.a_chunk_k == 0 && !tiles_forced(options)) {
+        if (std::optional<tile::GemmPlan> narrower = tile::narrower_chunked_panel(plan, limits))
+            return *narrower;
+    }
+    return chunked;
 }
 
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,

@@ -1,4 +1,5 @@
-// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), two chunked panels
+// gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), narrower tiles where the
+// planner's leave no room for that (narrower_chunked_panel), two chunked panels
 // instead of all of A in one (two_chunked_panels), and chunked panels whose rows keep the
 // B chunks they share (retain_b_chunks); docs/tiling.md, "The A panel in chunks", "A
 // shorter last panel" and "A serpentine with retained B".
@@ -119,6 +120,29 @@ std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimit
         if (c.a_chunk_k == 0 || 2 * std::uint64_t{c.prefetch_chunks} < c.a_slots) continue;
         if (!best || c.total_seconds < best->total_seconds) best = c;
     }
+    return best;
+}
+
+std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanLimits& limits) {
+    const GemmProblem& p = plan.problem;
+    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
+                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
+    if (!fits_shape || chunk_a_panel(plan, limits).a_chunk_k != 0) return std::nullopt;
+    std::optional<GemmPlan> best;
+    const std::uint64_t narrowest = std::max(kNarrowerWidthStep, plan.tile_n / 2);
+    for (std::uint64_t tile_n = plan.tile_n; tile_n >= narrowest + kNarrowerWidthStep;) {
+        tile_n -= kNarrowerWidthStep;
+        GemmPlan c;
+        try {
+            c = chunk_a_panel(
+                plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, plan.tile_m, tile_n, p.k), limits);
+        } catch (const UsageError&) {
+            continue;  // does not fit
+        }
+        if (c.a_chunk_k == 0) continue;
+        if (!best || c.total_seconds < best->total_seconds) best = c;
+    }
+    if (best && best->total_seconds > plan.total_seconds * (1 + kNarrowerSlack)) return std::nullopt;
     return best;
 }
 

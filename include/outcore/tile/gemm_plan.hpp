@@ -221,6 +221,16 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// overhead follows the new kernel_calls.
 [[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
                                      std::uint64_t chunk_k = 0);
+/// Where chunk_a_panel leaves an a-panel plan over the whole k whole (its tiles leave no
+/// room for a chunk of the next panel: a 16-bit C's tile of sums can tip it), the plan of
+/// the same rows with narrower tiles — kNarrowerWidthStep at a time, down to half the
+/// plan's width — that chunk_a_panel does cut, the fastest by the plans' estimates (ties:
+/// the wider) if that is at most kNarrowerSlack slower than the plan by them; none where
+/// none fits or the plan is another. On an H100 the planner's bf16
+/// plan with a bf16 C, 16384×1536 tiles left whole, ran 155 ms where 16384×1024 in chunks
+/// ran 143–146 ms (docs/tiling.md, "The A panel in chunks"); the phase model does not price
+/// chunking, so the search cannot see that.
+[[nodiscard]] std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanLimits& limits);
 /// Where `plan` holds all of A as one panel (an a-panel plan with tile_m ≥ m), whose upload
 /// is the run's lead-in: the plan of two equal panels over the whole k (tile_m = m/2
 /// rounded up to 256) with the A panel in chunks and the whole next panel ahead, of the
@@ -252,6 +262,10 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 inline constexpr std::uint32_t kMinRetainedB = 2;
 /// The tile widths two_chunked_panels tries: those measured (BENCHMARKS.md, ninth session).
 inline constexpr std::array<std::uint64_t, 2> kTwoPanelWidths{1024, 512};
+/// The step by which narrower_chunked_panel narrows a plan's tiles, and how much slower
+/// than the plan by the estimates its choice may be (chunks were worth 0.5–7 % on an H100).
+inline constexpr std::uint64_t kNarrowerWidthStep = 256;
+inline constexpr double kNarrowerSlack = 0.05;
 /// The narrowest A chunk chunk_a_panel picks by itself (a row's first and last tiles
 /// run one GEMM per chunk).
 inline constexpr std::uint64_t kMinPanelChunkK = 2048;

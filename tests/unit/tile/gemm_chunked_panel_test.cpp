@@ -19,6 +19,7 @@ using outcore::tile::chunk_a_panel;
 using outcore::tile::GemmPlan;
 using outcore::tile::GemmProblem;
 using outcore::tile::GemmSchedule;
+using outcore::tile::narrower_chunked_panel;
 using outcore::tile::plan_gemm_fixed;
 using outcore::tile::PlanLimits;
 using outcore::tile::two_chunked_panels;
@@ -120,6 +121,72 @@ TEST(GemmChunkedPanel, ASixteenBitCPaysForItsTileOfSums) {
                             tight, 2048),
         outcore::UsageError)
         << "the sums do not fit beside a whole panel";
+}
+
+// Where the planner's tiles leave no room for a chunk of the next panel (a bf16 C's tile of
+// sums tips 16384×1536 over 1.5 GiB less the H100's two workspaces), the same rows in
+// narrower tiles that chunk: the fastest by the estimates of 1280, 1024 and 768 (down to
+// half the width: 512-wide tiles try only 256), none where none fits or the plan is another, none where the
+// narrower tiles are more than kNarrowerSlack slower by the estimates.
+TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
+    const GemmProblem p{.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
+    PlanLimits lim{.budget_bytes = 1536 * kMiB - 64 * kMiB,
+                   .min_offset_alignment = 256,
+                   .compute_flops = 7e14,
+                   .link_bytes_per_second = 55e9,
+                   .link_duplex_bytes_per_second = 100e9};
+    auto a_panel = [&](std::uint64_t tile_n, const PlanLimits& limits) {
+        return plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, 16384, tile_n, 32768);
+    };
+    const GemmPlan wide = a_panel(1536, lim);
+    ASSERT_EQ(chunk_a_panel(wide, lim).a_chunk_k, 0U);
+    const std::optional<GemmPlan> narrower = narrower_chunked_panel(wide, lim);
+    ASSERT_TRUE(narrower.has_value());
+    EXPECT_EQ(narrower->schedule, GemmSchedule::APanelResident);
+    EXPECT_EQ(narrower->tile_m, 16384U);
+    EXPECT_EQ(narrower->tile_k, 32768U);
+    EXPECT_NE(narrower->a_chunk_k, 0U);
+    EXPECT_LE(narrower->device_bytes, lim.budget_bytes);
+    // The fastest of the narrower widths that chunk, counted here from their own plans.
+    std::uint64_t want = 0;
+    double fastest = 0;
+    for (const std::uint64_t n : {1280, 1024, 768}) {
+        const GemmPlan c = chunk_a_panel(a_panel(n, lim), lim);
+        if (c.a_chunk_k == 0) continue;
+        if (want == 0 || c.total_seconds < fastest) {
+            want = n;
+            fastest = c.total_seconds;
+        }
+    }
+    EXPECT_EQ(narrower->tile_n, want);
+    EXPECT_DOUBLE_EQ(narrower->total_seconds, fastest);
+    EXPECT_GT(narrower->total_seconds, 0);
+
+    // Not for a plan that chunks as it is, nor for another schedule or a k in chunks (an f32 C).
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(1024, lim), lim).has_value());
+    EXPECT_FALSE(
+        narrower_chunked_panel(plan_gemm_fixed(p, lim, GemmSchedule::SquareC, 4096, 4096, 32768), lim)
+            .has_value());
+    GemmProblem f32_c = p;
+    f32_c.narrow_c = false;
+    EXPECT_FALSE(narrower_chunked_panel(
+                     plan_gemm_fixed(f32_c, lim, GemmSchedule::APanelResident, 16384, 1536, 16384), lim)
+                     .has_value());
+    // Room for 16384×512 whole and for no narrower tiles (256) in chunks.
+    PlanLimits snug = lim;
+    snug.budget_bytes = a_panel(512, lim).device_bytes;
+    ASSERT_EQ(chunk_a_panel(a_panel(512, snug), snug).a_chunk_k, 0U);
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(512, snug), snug).has_value());
+    snug.budget_bytes += 64 * kMiB;  // now 256-wide tiles hold a chunk of 2048 ahead
+    ASSERT_EQ(chunk_a_panel(a_panel(512, snug), snug).a_chunk_k, 0U);
+    ASSERT_TRUE(narrower_chunked_panel(a_panel(512, snug), snug).has_value());
+    EXPECT_EQ(narrower_chunked_panel(a_panel(512, snug), snug)->tile_n, 256U);
+    // Narrower GEMMs measured at under half the rate: chunks are not worth them.
+    PlanLimits slow = lim;
+    slow.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
+        return n >= 1536 ? 7e14 : 3e14;
+    };
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(1536, slow), slow).has_value());
 }
 
 TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
