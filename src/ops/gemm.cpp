@@ -370,8 +370,12 @@ tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLim
     const tile::GemmPlan chunked = tile::chunk_a_panel(plan, limits, chunk_k);
     // Where the planner's tiles leave no room for chunks, narrower ones that have it.
     if (chunk_k == 0 && chunked.a_chunk_k == 0 && !tiles_forced(options)) {
-        if (std::optional<tile::GemmPlan> narrower = tile::narrower_chunked_panel(plan, limits))
+        if (std::optional<tile::GemmPlan> narrower = tile::narrower_chunked_panel(plan, limits)) {
+            log::info(kComponent,
+                      "{}x{} tiles leave no room for the A panel in chunks; {}x{} tiles in chunks of {}",
+                      plan.tile_m, plan.tile_n, narrower->tile_m, narrower->tile_n, narrower->a_chunk_k);
             return *narrower;
+        }
     }
     return chunked;
 }
