@@ -368,12 +368,15 @@ tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLim
     }
     if (two) return *two;
     const tile::GemmPlan chunked = tile::chunk_a_panel(plan, limits, chunk_k);
-    // Where the planner's tiles leave no room for chunks, narrower ones that have it.
-    if (chunk_k == 0 && chunked.a_chunk_k == 0 && !tiles_forced(options)) {
+    // Where the planner's tiles leave no room for chunks, narrower ones that have it; for a
+    // 16-bit C, narrower ones with more of the next panel ahead where they hold more.
+    if (chunk_k == 0 && (chunked.a_chunk_k == 0 || problem.narrow_c) && !tiles_forced(options)) {
         if (std::optional<tile::GemmPlan> narrower = tile::narrower_chunked_panel(plan, limits)) {
             log::info(kComponent,
-                      "{}x{} tiles leave no room for the A panel in chunks; {}x{} tiles in chunks of {}",
-                      plan.tile_m, plan.tile_n, narrower->tile_m, narrower->tile_n, narrower->a_chunk_k);
+                      "{}x{} tiles leave little room for the A panel in chunks; {}x{} tiles in chunks of {}, "
+                      "{} ahead",
+                      plan.tile_m, plan.tile_n, narrower->tile_m, narrower->tile_n, narrower->a_chunk_k,
+                      narrower->prefetch_chunks);
             return *narrower;
         }
     }

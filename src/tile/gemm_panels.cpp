@@ -127,7 +127,10 @@ std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanL
     const GemmProblem& p = plan.problem;
     const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
                             plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
-    if (!fits_shape || chunk_a_panel(plan, limits).a_chunk_k != 0) return std::nullopt;
+    if (!fits_shape) return std::nullopt;
+    const GemmPlan own = chunk_a_panel(plan, limits);
+    // What the plan's own tiles hold of the next panel: nothing where they are left whole.
+    const std::uint32_t own_ahead = own.a_chunk_k != 0 ? own.prefetch_chunks : 0;
     std::optional<GemmPlan> best;
     const std::uint64_t narrowest = std::max(kNarrowerWidthStep, plan.tile_n / 2);
     for (std::uint64_t tile_n = plan.tile_n; tile_n >= narrowest + kNarrowerWidthStep;) {
@@ -139,8 +142,10 @@ std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanL
         } catch (const UsageError&) {
             continue;  // does not fit
         }
-        if (c.a_chunk_k == 0) continue;
-        if (!best || c.total_seconds < best->total_seconds) best = c;
+        if (c.a_chunk_k == 0 || (own.a_chunk_k != 0 && c.prefetch_chunks <= own_ahead)) continue;
+        if (!best || c.prefetch_chunks > best->prefetch_chunks ||
+            (c.prefetch_chunks == best->prefetch_chunks && c.total_seconds < best->total_seconds))
+            best = c;
     }
     if (best && best->total_seconds > plan.total_seconds * (1 + kNarrowerSlack)) return std::nullopt;
     return best;

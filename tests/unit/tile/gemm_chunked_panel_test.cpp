@@ -125,10 +125,12 @@ TEST(GemmChunkedPanel, ASixteenBitCPaysForItsTileOfSums) {
 
 // Where the planner's tiles leave no room for a chunk of the next panel (a bf16 C's tile of
 // sums tips 16384×1536 over 1.5 GiB less the H100's two workspaces), the same rows in
-// narrower tiles that chunk: the fastest by the estimates of 1280, 1024 and 768 (down to
-// half the width: 512-wide tiles try only 256), none where none fits or the plan is another, none where the
-// narrower tiles are more than kNarrowerSlack slower by the estimates.
-TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
+// narrower tiles that chunk: of 1280, 1024 and 768 (down to half the width: 512-wide tiles
+// try only 256), those with the most chunks ahead (one each), the fastest by the estimates;
+// where the tiles chunk with few ahead, narrower ones with more; none where none fits or the
+// plan is another, none where the narrower tiles are more than kNarrowerSlack slower by the
+// estimates.
+TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveLittleRoomForChunks) {
     const GemmProblem p{.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
     PlanLimits lim{.budget_bytes = 1536 * kMiB - 64 * kMiB,
                    .min_offset_alignment = 256,
@@ -162,8 +164,43 @@ TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
     EXPECT_DOUBLE_EQ(narrower->total_seconds, fastest);
     EXPECT_GT(narrower->total_seconds, 0);
 
-    // Not for a plan that chunks as it is, nor for another schedule or a k in chunks (an f32 C).
-    EXPECT_FALSE(narrower_chunked_panel(a_panel(1024, lim), lim).has_value());
+    // Tiles that chunk with one chunk of the next panel ahead: narrower ones with two, the
+    // most any hold (768-wide ones hold one); none for tiles that hold as many as any
+    // narrower ones (512: 256-wide ones hold two too).
+    ASSERT_EQ(chunk_a_panel(a_panel(1024, lim), lim).prefetch_chunks, 1U);
+    ASSERT_EQ(chunk_a_panel(a_panel(768, lim), lim).prefetch_chunks, 1U);
+    for (const std::uint64_t n : {1024, 768}) {
+        const std::optional<GemmPlan> more = narrower_chunked_panel(a_panel(n, lim), lim);
+        ASSERT_TRUE(more.has_value()) << n;
+        EXPECT_EQ(more->tile_n, 512U) << n;
+        EXPECT_EQ(more->prefetch_chunks, 2U) << n;
+        EXPECT_LE(more->device_bytes, lim.budget_bytes) << n;
+    }
+    // More ahead before faster: with an f32 C and 1572 MiB, 16384×1024 tiles hold one chunk
+    // ahead, 768-wide ones two and 512-wide ones three, whose GEMMs measured a little slower.
+    GemmProblem wide_c = p;
+    wide_c.narrow_c = false;
+    PlanLimits rated = lim;
+    rated.budget_bytes = 1572 * kMiB;
+    rated.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
+        return n > 512 ? 7e14 : 6.8e14;
+    };
+    auto wide_panel = [&](std::uint64_t n) {
+        return chunk_a_panel(plan_gemm_fixed(wide_c, rated, GemmSchedule::APanelResident, 16384, n, 32768),
+                             rated);
+    };
+    ASSERT_EQ(wide_panel(1024).prefetch_chunks, 1U);
+    ASSERT_EQ(wide_panel(768).prefetch_chunks, 2U);
+    ASSERT_EQ(wide_panel(512).prefetch_chunks, 3U);
+    ASSERT_LT(wide_panel(768).total_seconds, wide_panel(512).total_seconds);
+    const std::optional<GemmPlan> ahead = narrower_chunked_panel(
+        plan_gemm_fixed(wide_c, rated, GemmSchedule::APanelResident, 16384, 1024, 32768), rated);
+    ASSERT_TRUE(ahead.has_value());
+    EXPECT_EQ(ahead->tile_n, 512U);
+    EXPECT_EQ(ahead->prefetch_chunks, 3U);
+    ASSERT_EQ(chunk_a_panel(a_panel(512, lim), lim).prefetch_chunks, 2U);
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(512, lim), lim).has_value());
+    // Nor for another schedule or a k in chunks (an f32 C).
     EXPECT_FALSE(
         narrower_chunked_panel(plan_gemm_fixed(p, lim, GemmSchedule::SquareC, 4096, 4096, 32768), lim)
             .has_value());
