@@ -122,7 +122,9 @@ struct CPart {
 /// backend: on an H100, tf32 and bf16 a-panel plans ran 0.5–2 points of in-core faster
 /// with their panel in chunks than with the same tiles whole (docs/tiling.md, "The A panel
 /// in chunks"). Not measured on the Vulkan GPUs, nor worth anything on the CPU backend, so
-/// not their default.
+/// not their default. Where the planner's tiles leave no room for chunks (or, with a
+/// 16-bit C, hold less of the next panel ahead than narrower ones), the default takes
+/// narrower tiles in chunks (tile::narrower_chunked_panel), so it may change tile_n.
 constexpr bool kChunkedPanels = true;
 
 /// Whether plan_gemm, on the CUDA backend with GemmOptions::retained_b unset, makes the
@@ -139,8 +141,9 @@ constexpr double kRetainedShare = 0.1;
 tile::GemmPlan plan_tiles(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                           const GemmOptions& options);
 /// The plan: plan_tiles, then the A panel in chunks (in narrower tiles where the planner's
-/// leave no room for them), two chunked panels or retained B chunks as the options and
-/// the backend's defaults ask.
+/// leave no room for them, or for a 16-bit C where narrower ones hold more of the next
+/// panel ahead), two chunked panels or retained B chunks as the options and the backend's
+/// defaults ask.
 tile::GemmPlan choose_plan(const tile::GemmProblem& problem, const tile::PlanLimits& limits,
                            const GemmOptions& options, Device& device);
 

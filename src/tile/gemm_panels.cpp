@@ -6,8 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
@@ -128,26 +130,39 @@ std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanL
     const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
                             plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
     if (!fits_shape) return std::nullopt;
+    // Columns of the next panel a chunked plan holds ahead (chunks differ in width: a
+    // chunk_a_panel plan takes 2048 where 4096 does not fit); none for a plan left whole.
+    auto ahead = [](const GemmPlan& c) { return std::uint64_t{c.prefetch_chunks} * c.a_chunk_k; };
     const GemmPlan own = chunk_a_panel(plan, limits);
-    // What the plan's own tiles hold of the next panel: nothing where they are left whole.
-    const std::uint32_t own_ahead = own.a_chunk_k != 0 ? own.prefetch_chunks : 0;
-    std::optional<GemmPlan> best;
+    const std::uint64_t own_ahead = ahead(own);
+    if (own.a_chunk_k != 0 && own_ahead >= p.k) return std::nullopt;  // the whole next panel
+    // The widths: multiples of kNarrowerWidthStep below the plan's, down to half of it.
     const std::uint64_t narrowest = std::max(kNarrowerWidthStep, plan.tile_n / 2);
-    for (std::uint64_t tile_n = plan.tile_n; tile_n >= narrowest + kNarrowerWidthStep;) {
-        tile_n -= kNarrowerWidthStep;
+    std::vector<std::uint64_t> widths;
+    for (std::uint64_t n = (plan.tile_n - 1) / kNarrowerWidthStep * kNarrowerWidthStep; n >= narrowest;
+         n -= kNarrowerWidthStep)
+        widths.push_back(n);
+    if (limits.gemm_shapes_ahead && !widths.empty()) {
+        std::vector<std::array<std::uint64_t, 3>> shapes;
+        for (const std::uint64_t n : widths) shapes.push_back({plan.tile_m, n, p.k});
+        limits.gemm_shapes_ahead(shapes);  // probed together, as the planner's own
+    }
+    std::optional<GemmPlan> best;
+    for (const std::uint64_t n : widths) {
         GemmPlan c;
         try {
-            c = chunk_a_panel(
-                plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, plan.tile_m, tile_n, p.k), limits);
+            c = chunk_a_panel(plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, plan.tile_m, n, p.k),
+                              limits);
         } catch (const UsageError&) {
             continue;  // does not fit
         }
-        if (c.a_chunk_k == 0 || (own.a_chunk_k != 0 && c.prefetch_chunks <= own_ahead)) continue;
-        if (!best || c.prefetch_chunks > best->prefetch_chunks ||
-            (c.prefetch_chunks == best->prefetch_chunks && c.total_seconds < best->total_seconds))
+        if (c.a_chunk_k == 0 || ahead(c) <= own_ahead ||
+            c.total_seconds > plan.total_seconds * (1 + kNarrowerSlack))
+            continue;
+        if (!best || ahead(c) > ahead(*best) ||
+            (ahead(c) == ahead(*best) && c.total_seconds < best->total_seconds))
             best = c;
     }
-    if (best && best->total_seconds > plan.total_seconds * (1 + kNarrowerSlack)) return std::nullopt;
     return best;
 }
 

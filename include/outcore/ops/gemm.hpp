@@ -114,7 +114,10 @@ struct GemmOptions {
     /// (tile::chunk_a_panel, GemmPlan::a_chunk_k), so the next panel's first chunks go up
     /// during the current row in the budget a whole second panel would not fit: unset,
     /// as the planner's default (src/ops/gemm.cpp, kChunkedPanels: chunked wherever
-    /// tile::chunk_a_panel finds a chunk that prefetches anything); 0, never; else
+    /// tile::chunk_a_panel finds a chunk that prefetches anything, and where the planner's
+    /// tiles (not forced ones) leave no room for that — or, with a 16-bit C, hold less of
+    /// the next panel ahead than narrower ones — in narrower tiles,
+    /// tile::narrower_chunked_panel); 0, never; else
     /// chunks of this many columns (UsageError where the plan cannot have them). A 16-bit
     /// C also takes an f32 tile of sums from the budget and needs Kernels::convert (the
     /// default leaves its panel whole where the device lacks it). Never with

@@ -221,17 +221,21 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// overhead follows the new kernel_calls.
 [[nodiscard]] GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits,
                                      std::uint64_t chunk_k = 0);
-/// For an a-panel plan over the whole k whose tiles leave chunk_a_panel little room — none
-/// for the panel in chunks, or little for the next panel's chunks ahead (a 16-bit C's f32
-/// tile of sums takes budget from both) — the plan of the same rows in narrower tiles,
-/// kNarrowerWidthStep at a time down to half the plan's width, cut by chunk_a_panel with more
-/// of the next panel ahead than the plan's own tiles hold: the most ahead, then the fastest by
-/// the plans' estimates (ties: the wider), if that is at most kNarrowerSlack slower than the
-/// plan by them; none where none fits or the plan is another. On H100s (docs/tiling.md,
-/// "The A panel in chunks") the planner's bf16 plan with a bf16 C in 16384×1536 tiles, left
-/// whole, ran 155 ms where 16384×1024 in chunks (1 ahead) ran 143–146 ms and 16384×512
-/// (2 ahead) 136 ms; the phase model prices neither chunks nor what goes up ahead, so the
-/// search cannot see that.
+/// For an a-panel plan over the whole k (two or more panels, A not transposed): the plan
+/// of the same rows in narrower tiles — the multiples of kNarrowerWidthStep below its width,
+/// down to half of it — cut by chunk_a_panel, that holds more columns of the next panel
+/// ahead than chunk_a_panel makes of the plan itself (any, where it leaves the plan whole):
+/// the most columns ahead, then the fastest by the plans' estimates (ties: the wider), of
+/// those at most kNarrowerSlack slower than the plan by them; none where none qualifies, the
+/// plan's own chunks hold the whole next panel, or the plan is another. With unknown rates
+/// every estimate is 0 and only the columns ahead decide. The candidates' shapes go to
+/// limits.gemm_shapes_ahead first, where set. ops::plan_gemm uses it on the CUDA default path
+/// where the planner's tiles leave no room for chunks (a 16-bit C's f32 tile of sums can tip
+/// them) and, for a 16-bit C, also where they hold less ahead than narrower ones. On H100s
+/// (docs/tiling.md, "The A panel in chunks") a bf16 plan with a bf16 C in 16384×1536 tiles,
+/// left whole, ran 155 ms where 16384×1024 in chunks (4096 columns ahead) ran 140–146 ms and
+/// 16384×512 (8192 ahead) 136 ms; the phase model prices neither chunks nor what goes up
+/// ahead, so the search cannot see that.
 [[nodiscard]] std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanLimits& limits);
 /// Where `plan` holds all of A as one panel (an a-panel plan with tile_m ≥ m), whose upload
 /// is the run's lead-in: the plan of two equal panels over the whole k (tile_m = m/2

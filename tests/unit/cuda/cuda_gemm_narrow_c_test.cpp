@@ -2,7 +2,9 @@
 // of a row sum their per-chunk GEMMs in an f32 tile and one conversion kernel rounds them
 // (ops/gemm.cpp); the tiles between store bf16 from cuBLAS. Every element is within half a
 // bf16 step (plus cuBLAS's own f32 rounding) of the f32-C run of the same plan, and the
-// run holds its budget with the tile of sums in it.
+// run holds its budget with the tile of sums in it. And the default plan on CUDA: where the
+// planner's a-panel tiles leave no room for chunks beside the tile of sums, narrower ones
+// in chunks (tile::narrower_chunked_panel, through ops::plan_gemm's choose_plan).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -67,6 +69,58 @@ TEST_F(CudaTest, AChunkedPanelWithABf16CRoundsItsF32SumsOnce) {
         }
         EXPECT_EQ(wrong, 0U);
     }
+}
+
+// Planned without rates (fewest bytes), 2048×2048×8192 under 36 MiB takes 1024×512 a-panel
+// tiles over the whole k, which with a bf16 C's 2 MiB tile of sums leave no room for a chunk
+// of the next panel: the default plan is 1024×256 in chunks of 4096 instead (with an f32 C
+// the planner takes square C tiles and nothing changes). Forced tiles are left as they are.
+// The narrowed bf16-C run agrees with the f32-C run within bf16's rounding and holds its budget.
+TEST_F(CudaTest, TheDefaultPlanTakesNarrowerTilesWhereTheChosenLeaveNoRoomForChunks) {
+    std::mt19937_64 rng(outcore::test::seed());
+    const std::uint64_t m = 2048, n = 2048, k = 8192;
+    std::vector<std::uint16_t> a(m * k), b(k * n), c16(m * n);
+    std::vector<float> c32(m * n);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (auto& x : a) x = outcore::f32_to_bf16(u(rng));
+    for (auto& x : b) x = outcore::f32_to_bf16(u(rng));
+    HostMatrix ha(a.data(), m, k, m, Layout::ColMajor, DType::BF16);
+    HostMatrix hb(b.data(), k, n, k, Layout::ColMajor, DType::BF16);
+    HostMatrix hc16(c16.data(), m, n, m, Layout::ColMajor, DType::BF16);
+    HostMatrix hc32(c32.data(), m, n, m, Layout::ColMajor, DType::F32);
+    outcore::ops::GemmOptions o{.type = DType::BF16};
+    o.measure_rates = false;
+    o.budget_bytes = 36 * outcore::kMiB;
+    const outcore::tile::GemmPlan plan = outcore::ops::plan_gemm(dev(), ha, hb, hc16, o);
+    EXPECT_EQ(plan.schedule, outcore::tile::GemmSchedule::APanelResident);
+    EXPECT_EQ(plan.tile_m, 1024U);
+    EXPECT_EQ(plan.tile_n, 256U);
+    EXPECT_EQ(plan.tile_k, k);
+    EXPECT_EQ(plan.a_chunk_k, 4096U);
+    EXPECT_GE(plan.prefetch_chunks, 1U);
+
+    outcore::ops::GemmOptions forced = o;
+    forced.schedule = outcore::tile::GemmSchedule::APanelResident;
+    forced.tile_m = 1024;
+    forced.tile_n = 512;
+    forced.tile_k = k;
+    const outcore::tile::GemmPlan kept = outcore::ops::plan_gemm(dev(), ha, hb, hc16, forced);
+    EXPECT_EQ(kept.tile_n, 512U);
+    EXPECT_EQ(kept.a_chunk_k, 0U);
+
+    const outcore::tile::GemmPlan wide = outcore::ops::plan_gemm(dev(), ha, hb, hc32, o);
+    EXPECT_EQ(wide.schedule, outcore::tile::GemmSchedule::SquareC);
+    const outcore::ops::GemmReport r16 = outcore::ops::execute_gemm(dev(), plan, ha, hb, hc16, o);
+    (void)outcore::ops::execute_gemm(dev(), wide, ha, hb, hc32, o);
+    EXPECT_LE(r16.peak_device_bytes, o.budget_bytes);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < m * n; ++i) {
+        const double want = c32[i];
+        const double got = outcore::bf16_to_f32(c16[i]);
+        if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-8 + 1e-3) && ++wrong <= 3)
+            ADD_FAILURE() << "C[" << i << "] = " << got << ", the f32 run " << want;
+    }
+    EXPECT_EQ(wrong, 0U);
 }
 
 }  // namespace

@@ -4,8 +4,11 @@
 // tests/unit/ops/gemm_test.cpp (Gemm.APanelInChunks*).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/size.hpp"
@@ -123,84 +126,72 @@ TEST(GemmChunkedPanel, ASixteenBitCPaysForItsTileOfSums) {
         << "the sums do not fit beside a whole panel";
 }
 
+// The bf16-C case of an H100 at 1.5 GiB less its two workspaces, with rates like its own.
+GemmProblem bf16_c_case() {
+    return {.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
+}
+PlanLimits h100_bf16_limits() {
+    return {.budget_bytes = 1536 * kMiB - 64 * kMiB,
+            .min_offset_alignment = 256,
+            .compute_flops = 7e14,
+            .link_bytes_per_second = 55e9,
+            .link_duplex_bytes_per_second = 100e9};
+}
+GemmPlan a_panel(const GemmProblem& p, const PlanLimits& limits, std::uint64_t tile_n) {
+    return plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, 16384, tile_n, p.k);
+}
+std::uint64_t columns_ahead(const GemmPlan& c) { return std::uint64_t{c.prefetch_chunks} * c.a_chunk_k; }
+
 // Where the planner's tiles leave no room for a chunk of the next panel (a bf16 C's tile of
-// sums tips 16384×1536 over 1.5 GiB less the H100's two workspaces), the same rows in
-// narrower tiles that chunk: of 1280, 1024 and 768 (down to half the width: 512-wide tiles
-// try only 256), those with the most chunks ahead (one each), the fastest by the estimates;
-// where the tiles chunk with few ahead, narrower ones with more; none where none fits or the
-// plan is another, none where the narrower tiles are more than kNarrowerSlack slower by the
-// estimates.
-TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveLittleRoomForChunks) {
-    const GemmProblem p{.m = 32768, .n = 32768, .k = 32768, .type = outcore::DType::BF16, .narrow_c = true};
-    PlanLimits lim{.budget_bytes = 1536 * kMiB - 64 * kMiB,
-                   .min_offset_alignment = 256,
-                   .compute_flops = 7e14,
-                   .link_bytes_per_second = 55e9,
-                   .link_duplex_bytes_per_second = 100e9};
-    auto a_panel = [&](std::uint64_t tile_n, const PlanLimits& limits) {
-        return plan_gemm_fixed(p, limits, GemmSchedule::APanelResident, 16384, tile_n, 32768);
+// sums tips 16384×1536 over the budget), the same rows in narrower tiles that chunk: of
+// 1280 (one chunk of 2048 ahead), 1024 and 768 (one of 4096 each), the most columns ahead,
+// then the fastest by the estimates — 768 with these rates, 1024 (the wider) with none; the
+// candidates' shapes are announced to the probes first. None where no narrower tiles chunk,
+// or for another plan.
+TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
+    const GemmProblem p = bf16_c_case();
+    PlanLimits lim = h100_bf16_limits();
+    std::vector<std::array<std::uint64_t, 3>> announced;
+    lim.gemm_shapes_ahead = [&](const std::vector<std::array<std::uint64_t, 3>>& shapes) {
+        announced.insert(announced.end(), shapes.begin(), shapes.end());
     };
-    const GemmPlan wide = a_panel(1536, lim);
+    const GemmPlan wide = a_panel(p, lim, 1536);
     ASSERT_EQ(chunk_a_panel(wide, lim).a_chunk_k, 0U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1280), lim)), 2048U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1024), lim)), 4096U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 768), lim)), 4096U);
+    ASSERT_LT(chunk_a_panel(a_panel(p, lim, 768), lim).total_seconds,
+              chunk_a_panel(a_panel(p, lim, 1024), lim).total_seconds);
+    announced.clear();
     const std::optional<GemmPlan> narrower = narrower_chunked_panel(wide, lim);
     ASSERT_TRUE(narrower.has_value());
     EXPECT_EQ(narrower->schedule, GemmSchedule::APanelResident);
     EXPECT_EQ(narrower->tile_m, 16384U);
+    EXPECT_EQ(narrower->tile_n, 768U);
     EXPECT_EQ(narrower->tile_k, 32768U);
-    EXPECT_NE(narrower->a_chunk_k, 0U);
+    EXPECT_EQ(narrower->a_chunk_k, 4096U);
     EXPECT_LE(narrower->device_bytes, lim.budget_bytes);
-    // The fastest of the narrower widths that chunk, counted here from their own plans.
-    std::uint64_t want = 0;
-    double fastest = 0;
-    for (const std::uint64_t n : {1280, 1024, 768}) {
-        const GemmPlan c = chunk_a_panel(a_panel(n, lim), lim);
-        if (c.a_chunk_k == 0) continue;
-        if (want == 0 || c.total_seconds < fastest) {
-            want = n;
-            fastest = c.total_seconds;
-        }
-    }
-    EXPECT_EQ(narrower->tile_n, want);
-    EXPECT_DOUBLE_EQ(narrower->total_seconds, fastest);
-    EXPECT_GT(narrower->total_seconds, 0);
+    const std::vector<std::array<std::uint64_t, 3>> candidates{
+        {16384, 1280, 32768}, {16384, 1024, 32768}, {16384, 768, 32768}};
+    EXPECT_EQ(announced, candidates);
+    // Unknown rates: every estimate 0, so the columns ahead decide, ties to the wider.
+    PlanLimits unrated{.budget_bytes = lim.budget_bytes, .min_offset_alignment = 256};
+    const std::optional<GemmPlan> by_bytes = narrower_chunked_panel(a_panel(p, unrated, 1536), unrated);
+    ASSERT_TRUE(by_bytes.has_value());
+    EXPECT_EQ(by_bytes->tile_n, 1024U);
 
-    // Tiles that chunk with one chunk of the next panel ahead: narrower ones with two, the
-    // most any hold (768-wide ones hold one); none for tiles that hold as many as any
-    // narrower ones (512: 256-wide ones hold two too).
-    ASSERT_EQ(chunk_a_panel(a_panel(1024, lim), lim).prefetch_chunks, 1U);
-    ASSERT_EQ(chunk_a_panel(a_panel(768, lim), lim).prefetch_chunks, 1U);
-    for (const std::uint64_t n : {1024, 768}) {
-        const std::optional<GemmPlan> more = narrower_chunked_panel(a_panel(n, lim), lim);
-        ASSERT_TRUE(more.has_value()) << n;
-        EXPECT_EQ(more->tile_n, 512U) << n;
-        EXPECT_EQ(more->prefetch_chunks, 2U) << n;
-        EXPECT_LE(more->device_bytes, lim.budget_bytes) << n;
-    }
-    // More ahead before faster: with an f32 C and 1572 MiB, 16384×1024 tiles hold one chunk
-    // ahead, 768-wide ones two and 512-wide ones three, whose GEMMs measured a little slower.
-    GemmProblem wide_c = p;
-    wide_c.narrow_c = false;
-    PlanLimits rated = lim;
-    rated.budget_bytes = 1572 * kMiB;
-    rated.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
-        return n > 512 ? 7e14 : 6.8e14;
-    };
-    auto wide_panel = [&](std::uint64_t n) {
-        return chunk_a_panel(plan_gemm_fixed(wide_c, rated, GemmSchedule::APanelResident, 16384, n, 32768),
-                             rated);
-    };
-    ASSERT_EQ(wide_panel(1024).prefetch_chunks, 1U);
-    ASSERT_EQ(wide_panel(768).prefetch_chunks, 2U);
-    ASSERT_EQ(wide_panel(512).prefetch_chunks, 3U);
-    ASSERT_LT(wide_panel(768).total_seconds, wide_panel(512).total_seconds);
-    const std::optional<GemmPlan> ahead = narrower_chunked_panel(
-        plan_gemm_fixed(wide_c, rated, GemmSchedule::APanelResident, 16384, 1024, 32768), rated);
-    ASSERT_TRUE(ahead.has_value());
-    EXPECT_EQ(ahead->tile_n, 512U);
-    EXPECT_EQ(ahead->prefetch_chunks, 3U);
-    ASSERT_EQ(chunk_a_panel(a_panel(512, lim), lim).prefetch_chunks, 2U);
-    EXPECT_FALSE(narrower_chunked_panel(a_panel(512, lim), lim).has_value());
-    // Nor for another schedule or a k in chunks (an f32 C).
+    // Room for 16384×512 whole and for no narrower tiles (256) in chunks; 64 MiB more, and
+    // 256-wide tiles hold a chunk of 2048 ahead.
+    PlanLimits snug = lim;
+    snug.budget_bytes = a_panel(p, lim, 512).device_bytes;
+    ASSERT_EQ(chunk_a_panel(a_panel(p, snug, 512), snug).a_chunk_k, 0U);
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(p, snug, 512), snug).has_value());
+    snug.budget_bytes += 64 * kMiB;
+    ASSERT_EQ(chunk_a_panel(a_panel(p, snug, 512), snug).a_chunk_k, 0U);
+    const std::optional<GemmPlan> quarter = narrower_chunked_panel(a_panel(p, snug, 512), snug);
+    ASSERT_TRUE(quarter.has_value());
+    EXPECT_EQ(quarter->tile_n, 256U);
+    // Not for another schedule, nor for a k in chunks (an f32 C).
     EXPECT_FALSE(
         narrower_chunked_panel(plan_gemm_fixed(p, lim, GemmSchedule::SquareC, 4096, 4096, 32768), lim)
             .has_value());
@@ -209,21 +200,97 @@ TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveLittleRoomForChunks) {
     EXPECT_FALSE(narrower_chunked_panel(
                      plan_gemm_fixed(f32_c, lim, GemmSchedule::APanelResident, 16384, 1536, 16384), lim)
                      .has_value());
-    // Room for 16384×512 whole and for no narrower tiles (256) in chunks.
-    PlanLimits snug = lim;
-    snug.budget_bytes = a_panel(512, lim).device_bytes;
-    ASSERT_EQ(chunk_a_panel(a_panel(512, snug), snug).a_chunk_k, 0U);
-    EXPECT_FALSE(narrower_chunked_panel(a_panel(512, snug), snug).has_value());
-    snug.budget_bytes += 64 * kMiB;  // now 256-wide tiles hold a chunk of 2048 ahead
-    ASSERT_EQ(chunk_a_panel(a_panel(512, snug), snug).a_chunk_k, 0U);
-    ASSERT_TRUE(narrower_chunked_panel(a_panel(512, snug), snug).has_value());
-    EXPECT_EQ(narrower_chunked_panel(a_panel(512, snug), snug)->tile_n, 256U);
-    // Narrower GEMMs measured at under half the rate: chunks are not worth them.
-    PlanLimits slow = lim;
+}
+
+// Tiles that chunk with little of the next panel ahead: narrower ones with more. 1024- and
+// 768-wide bf16-C tiles hold one chunk of 4096, 512-wide ones two; 512-wide tiles hold as
+// much as 256-wide ones (none then), and tiles whose chunks hold the whole next panel get
+// none. With an f32 C at 1572 MiB, 1024-wide tiles hold one chunk, 768 two and 512 three:
+// the most ahead wins over the faster estimate.
+TEST(GemmChunkedPanel, NarrowerTilesHoldMoreOfTheNextPanelAhead) {
+    const GemmProblem p = bf16_c_case();
+    const PlanLimits lim = h100_bf16_limits();
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1024), lim)), 4096U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 768), lim)), 4096U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 512), lim)), 8192U);
+    for (const std::uint64_t n : {1024, 768}) {
+        const std::optional<GemmPlan> more = narrower_chunked_panel(a_panel(p, lim, n), lim);
+        ASSERT_TRUE(more.has_value()) << n;
+        EXPECT_EQ(more->tile_n, 512U) << n;
+        EXPECT_EQ(columns_ahead(*more), 8192U) << n;
+        EXPECT_LE(more->device_bytes, lim.budget_bytes) << n;
+    }
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 256), lim)), 8192U);
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(p, lim, 512), lim).has_value());
+    // tf32 at 6 GiB: 16384×1024 in chunks hold the whole next panel.
+    const PlanLimits six{.budget_bytes = 6 * kGiB, .min_offset_alignment = 256};
+    const GemmPlan roomy = a_panel(tf32_case(), six, 1024);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(roomy, six)), 32768U);
+    EXPECT_FALSE(narrower_chunked_panel(roomy, six).has_value());
+
+    GemmProblem wide_c = p;
+    wide_c.narrow_c = false;
+    PlanLimits rated = lim;
+    rated.budget_bytes = 1572 * kMiB;
+    rated.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
+        return n > 512 ? 7e14 : 6.8e14;
+    };
+    ASSERT_EQ(chunk_a_panel(a_panel(wide_c, rated, 1024), rated).prefetch_chunks, 1U);
+    ASSERT_EQ(chunk_a_panel(a_panel(wide_c, rated, 768), rated).prefetch_chunks, 2U);
+    ASSERT_EQ(chunk_a_panel(a_panel(wide_c, rated, 512), rated).prefetch_chunks, 3U);
+    ASSERT_LT(chunk_a_panel(a_panel(wide_c, rated, 768), rated).total_seconds,
+              chunk_a_panel(a_panel(wide_c, rated, 512), rated).total_seconds);
+    const std::optional<GemmPlan> ahead = narrower_chunked_panel(a_panel(wide_c, rated, 1024), rated);
+    ASSERT_TRUE(ahead.has_value());
+    EXPECT_EQ(ahead->tile_n, 512U);
+    EXPECT_EQ(ahead->prefetch_chunks, 3U);
+}
+
+// Narrower tiles count only within kNarrowerSlack (5 %) of the plan's estimate: with an f32
+// C at 1572 MiB and 512-wide GEMMs rated 6.4e14 (their plan 4.8 % slower than the 1024-wide
+// one) the 512-wide tiles, three chunks ahead; rated 6.3e14 (6.0 % slower) the 768-wide ones
+// (two ahead, 1 % faster) — not none; every narrower GEMM at 3e14, none. And the widths are
+// multiples of kNarrowerWidthStep: 1000-wide tiles try 768 and 512, not 744.
+TEST(GemmChunkedPanel, NarrowerTilesWithinTheSlackOfThePlansEstimate) {
+    GemmProblem p = bf16_c_case();
+    p.narrow_c = false;
+    PlanLimits lim = h100_bf16_limits();
+    lim.budget_bytes = 1572 * kMiB;
+    auto rated = [&](double flops_512) {
+        PlanLimits r = lim;
+        r.gemm_shape_flops = [flops_512](std::uint64_t, std::uint64_t n, std::uint64_t) {
+            return n > 512 ? 7e14 : flops_512;
+        };
+        return r;
+    };
+    for (const auto& [flops_512, want] : {std::pair{6.4e14, 512U}, std::pair{6.3e14, 768U}}) {
+        const PlanLimits r = rated(flops_512);
+        const GemmPlan plan = a_panel(p, r, 1024);
+        const double slower = chunk_a_panel(a_panel(p, r, 512), r).total_seconds / plan.total_seconds;
+        ASSERT_TRUE(want == 512U ? slower < 1 + outcore::tile::kNarrowerSlack
+                                 : slower > 1 + outcore::tile::kNarrowerSlack)
+            << slower;
+        const std::optional<GemmPlan> narrower = narrower_chunked_panel(plan, r);
+        ASSERT_TRUE(narrower.has_value()) << flops_512;
+        EXPECT_EQ(narrower->tile_n, want) << flops_512;
+    }
+    const GemmProblem q = bf16_c_case();
+    PlanLimits slow = h100_bf16_limits();
     slow.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
         return n >= 1536 ? 7e14 : 3e14;
     };
-    EXPECT_FALSE(narrower_chunked_panel(a_panel(1536, slow), slow).has_value());
+    EXPECT_FALSE(narrower_chunked_panel(a_panel(q, slow, 1536), slow).has_value());
+
+    std::vector<std::uint64_t> widths;
+    PlanLimits odd = h100_bf16_limits();
+    odd.gemm_shape_flops = [&](std::uint64_t, std::uint64_t n, std::uint64_t) {
+        widths.push_back(n);
+        return 7e14;
+    };
+    const GemmPlan thousand = a_panel(q, odd, 1000);
+    widths.clear();
+    (void)narrower_chunked_panel(thousand, odd);
+    EXPECT_EQ(widths, (std::vector<std::uint64_t>{768, 512}));
 }
 
 TEST(GemmChunkedPanel, PlansThatCannotHaveItAreLeftWholeOrRefused) {
