@@ -1,5 +1,5 @@
 // gemm_panels.cpp — an A panel in chunks along k (chunk_a_panel), narrower tiles where the
-// planner's leave no room for that (narrower_chunked_panel), two chunked panels
+// planner's leave little room for that (narrower_chunked_panel), two chunked panels
 // instead of all of A in one (two_chunked_panels), and chunked panels whose rows keep the
 // B chunks they share (retain_b_chunks); docs/tiling.md, "The A panel in chunks", "A
 // shorter last panel" and "A serpentine with retained B".
