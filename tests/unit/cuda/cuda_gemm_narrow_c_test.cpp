@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -27,18 +28,44 @@ using outcore::cuda::test::CudaTest;
 using outcore::io::HostMatrix;
 using outcore::io::Layout;
 
+/// Random bf16 A (m×k) and B (k×n), column-major, and a bf16 and an f32 C for them.
+struct Bf16Case {
+    Bf16Case(std::uint64_t m_, std::uint64_t n_, std::uint64_t k_)
+        : m(m_), n(n_), a(m_ * k_), b(k_ * n_), c16(m_ * n_), c32(m_ * n_) {
+        std::mt19937_64 rng(outcore::test::seed());
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (auto& x : a) x = outcore::f32_to_bf16(u(rng));
+        for (auto& x : b) x = outcore::f32_to_bf16(u(rng));
+        ha.emplace(a.data(), m_, k_, m_, Layout::ColMajor, DType::BF16);
+        hb.emplace(b.data(), k_, n_, k_, Layout::ColMajor, DType::BF16);
+        hc16.emplace(c16.data(), m_, n_, m_, Layout::ColMajor, DType::BF16);
+        hc32.emplace(c32.data(), m_, n_, m_, Layout::ColMajor, DType::F32);
+    }
+    /// Elements of the bf16 C more than half a bf16 step (plus cuBLAS's own f32 rounding in
+    /// another order) from the f32 C; the first three are reported.
+    [[nodiscard]] std::uint64_t off_by_more_than_rounding() const {
+        std::uint64_t wrong = 0;
+        for (std::uint64_t i = 0; i < m * n; ++i) {
+            const double want = c32[i];
+            const double got = outcore::bf16_to_f32(c16[i]);
+            // bf16 keeps 8 significant bits: rounding is within 2^-9 relative; allow
+            // cuBLAS's f32 sums in another order on top.
+            if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-8 + 1e-3) && ++wrong <= 3)
+                ADD_FAILURE() << "C[" << i << "] = " << got << ", the f32 run " << want;
+        }
+        return wrong;
+    }
+
+    std::uint64_t m, n;
+    std::vector<std::uint16_t> a, b, c16;
+    std::vector<float> c32;
+    std::optional<HostMatrix> ha, hb, hc16, hc32;
+};
+
 TEST_F(CudaTest, AChunkedPanelWithABf16CRoundsItsF32SumsOnce) {
-    std::mt19937_64 rng(outcore::test::seed());
-    const std::uint64_t m = 2048, n = 1536, k = 4096;
-    std::vector<std::uint16_t> a(m * k), b(k * n), c16(m * n);
-    std::vector<float> c32(m * n);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (auto& x : a) x = outcore::f32_to_bf16(u(rng));
-    for (auto& x : b) x = outcore::f32_to_bf16(u(rng));
-    HostMatrix ha(a.data(), m, k, m, Layout::ColMajor, DType::BF16);
-    HostMatrix hb(b.data(), k, n, k, Layout::ColMajor, DType::BF16);
-    HostMatrix hc16(c16.data(), m, n, m, Layout::ColMajor, DType::BF16);
-    HostMatrix hc32(c32.data(), m, n, m, Layout::ColMajor, DType::F32);
+    const std::uint64_t k = 4096;
+    Bf16Case x(2048, 1536, k);
+    HostMatrix &ha = *x.ha, &hb = *x.hb, &hc16 = *x.hc16, &hc32 = *x.hc32;
     outcore::ops::GemmOptions o{.type = DType::BF16};
     o.measure_rates = false;
     o.budget_bytes = outcore::kGiB;
@@ -58,16 +85,7 @@ TEST_F(CudaTest, AChunkedPanelWithABf16CRoundsItsF32SumsOnce) {
         const outcore::ops::GemmReport r16 = outcore::ops::execute_gemm(dev(), narrow, ha, hb, hc16, o);
         (void)outcore::ops::execute_gemm(dev(), wide, ha, hb, hc32, o);
         EXPECT_LE(r16.peak_device_bytes, o.budget_bytes);
-        std::uint64_t wrong = 0;
-        for (std::uint64_t i = 0; i < m * n; ++i) {
-            const double want = c32[i];
-            const double got = outcore::bf16_to_f32(c16[i]);
-            // bf16 keeps 8 significant bits: rounding is within 2^-9 relative; allow
-            // cuBLAS's f32 sums in another order on top.
-            if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-8 + 1e-3) && ++wrong <= 3)
-                ADD_FAILURE() << "C[" << i << "] = " << got << ", the f32 run " << want;
-        }
-        EXPECT_EQ(wrong, 0U);
+        EXPECT_EQ(x.off_by_more_than_rounding(), 0U);
     }
 }
 
@@ -77,17 +95,9 @@ TEST_F(CudaTest, AChunkedPanelWithABf16CRoundsItsF32SumsOnce) {
 // the planner takes square C tiles and nothing changes). Forced tiles are left as they are.
 // The narrowed bf16-C run agrees with the f32-C run within bf16's rounding and holds its budget.
 TEST_F(CudaTest, TheDefaultPlanTakesNarrowerTilesWhereTheChosenLeaveNoRoomForChunks) {
-    std::mt19937_64 rng(outcore::test::seed());
-    const std::uint64_t m = 2048, n = 2048, k = 8192;
-    std::vector<std::uint16_t> a(m * k), b(k * n), c16(m * n);
-    std::vector<float> c32(m * n);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (auto& x : a) x = outcore::f32_to_bf16(u(rng));
-    for (auto& x : b) x = outcore::f32_to_bf16(u(rng));
-    HostMatrix ha(a.data(), m, k, m, Layout::ColMajor, DType::BF16);
-    HostMatrix hb(b.data(), k, n, k, Layout::ColMajor, DType::BF16);
-    HostMatrix hc16(c16.data(), m, n, m, Layout::ColMajor, DType::BF16);
-    HostMatrix hc32(c32.data(), m, n, m, Layout::ColMajor, DType::F32);
+    const std::uint64_t k = 8192;
+    Bf16Case x(2048, 2048, k);
+    HostMatrix &ha = *x.ha, &hb = *x.hb, &hc16 = *x.hc16, &hc32 = *x.hc32;
     outcore::ops::GemmOptions o{.type = DType::BF16};
     o.measure_rates = false;
     o.budget_bytes = 36 * outcore::kMiB;
@@ -113,14 +123,7 @@ TEST_F(CudaTest, TheDefaultPlanTakesNarrowerTilesWhereTheChosenLeaveNoRoomForChu
     const outcore::ops::GemmReport r16 = outcore::ops::execute_gemm(dev(), plan, ha, hb, hc16, o);
     (void)outcore::ops::execute_gemm(dev(), wide, ha, hb, hc32, o);
     EXPECT_LE(r16.peak_device_bytes, o.budget_bytes);
-    std::uint64_t wrong = 0;
-    for (std::uint64_t i = 0; i < m * n; ++i) {
-        const double want = c32[i];
-        const double got = outcore::bf16_to_f32(c16[i]);
-        if (!(std::fabs(got - want) <= std::fabs(want) * 0x1p-8 + 1e-3) && ++wrong <= 3)
-            ADD_FAILURE() << "C[" << i << "] = " << got << ", the f32 run " << want;
-    }
-    EXPECT_EQ(wrong, 0U);
+    EXPECT_EQ(x.off_by_more_than_rounding(), 0U);
 }
 
 }  // namespace
