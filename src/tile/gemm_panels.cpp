@@ -136,8 +136,8 @@ std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanL
     const GemmPlan own = chunk_a_panel(plan, limits);
     const std::uint64_t own_ahead = ahead(own);
     if (own.a_chunk_k != 0 && own_ahead >= p.k) return std::nullopt;  // the whole next panel
-    // The widths: multiples of kNarrowerWidthStep below the plan's, down to half of it.
-    const std::uint64_t narrowest = std::max(kNarrowerWidthStep, plan.tile_n / 2);
+    // The widths: multiples of kNarrowerWidthStep below the plan's, down to a third of it.
+    const std::uint64_t narrowest = std::max(kNarrowerWidthStep, plan.tile_n / 3);
     std::vector<std::uint64_t> widths;
     for (std::uint64_t n = (plan.tile_n - 1) / kNarrowerWidthStep * kNarrowerWidthStep; n >= narrowest;
          n -= kNarrowerWidthStep)

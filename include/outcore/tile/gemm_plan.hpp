@@ -223,7 +223,7 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
                                      std::uint64_t chunk_k = 0);
 /// For an a-panel plan over the whole k (two or more panels, A not transposed): the plan
 /// of the same rows in narrower tiles — the multiples of kNarrowerWidthStep below its width,
-/// down to half of it — cut by chunk_a_panel, that holds more columns of the next panel
+/// down to a third of it — cut by chunk_a_panel, that holds more columns of the next panel
 /// ahead than chunk_a_panel makes of the plan itself (any, where it leaves the plan whole):
 /// the most columns ahead, then the fastest by the plans' estimates (ties: the wider), of
 /// those at most kNarrowerSlack slower than the plan by them; none where none qualifies, the
@@ -233,9 +233,9 @@ inline constexpr std::size_t kMaxShapeProbes = 8;
 /// where the planner's tiles leave no room for chunks (a 16-bit C's f32 tile of sums can tip
 /// them) and, for a 16-bit C, also where they hold less ahead than narrower ones. On H100s
 /// (docs/tiling.md, "The A panel in chunks") a bf16 plan with a bf16 C in 16384×1536 tiles,
-/// left whole, ran 155 ms where 16384×1024 in chunks (4096 columns ahead) ran 140–146 ms and
-/// 16384×512 (8192 ahead) 136 ms; the phase model prices neither chunks nor what goes up
-/// ahead, so the search cannot see that.
+/// left whole, ran 155 ms where 16384×768 or ×1024 in chunks (4096 columns ahead) ran
+/// 136–146 ms and 16384×512 (8192 ahead) 136–137 ms; the phase model prices neither chunks
+/// nor what goes up ahead, so the search cannot see that.
 [[nodiscard]] std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanLimits& limits);
 /// Where `plan` holds all of A as one panel (an a-panel plan with tile_m ≥ m), whose upload
 /// is the run's lead-in: the plan of two equal panels over the whole k (tile_m = m/2

@@ -143,11 +143,12 @@ GemmPlan a_panel(const GemmProblem& p, const PlanLimits& limits, std::uint64_t t
 std::uint64_t columns_ahead(const GemmPlan& c) { return std::uint64_t{c.prefetch_chunks} * c.a_chunk_k; }
 
 // Where the planner's tiles leave no room for a chunk of the next panel (a bf16 C's tile of
-// sums tips 16384×1536 over the budget), the same rows in narrower tiles that chunk: of
-// 1280 (one chunk of 2048 ahead), 1024 and 768 (one of 4096 each), the most columns ahead,
-// then the fastest by the estimates — 768 with these rates, 1024 (the wider) with none; the
-// candidates' shapes are announced to the probes first. None where no narrower tiles chunk,
-// or for another plan.
+// sums tips 16384×1536 over the budget), the same rows in narrower tiles that chunk, down
+// to a third of the width: of 1280 (one chunk of 2048 ahead), 1024, 768 (one of 4096) and
+// 512 (two), the most columns ahead — 512; the candidates' shapes are announced to the
+// probes first. Under 1400 MiB, where 1024-wide tiles hold one chunk of 2048 and 768- and
+// 512-wide ones one of 4096, the columns decide, then (unknown rates) the wider: 768. None
+// where no narrower tiles chunk, or for another plan.
 TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
     const GemmProblem p = bf16_c_case();
     PlanLimits lim = h100_bf16_limits();
@@ -160,25 +161,28 @@ TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1280), lim)), 2048U);
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1024), lim)), 4096U);
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 768), lim)), 4096U);
-    ASSERT_LT(chunk_a_panel(a_panel(p, lim, 768), lim).total_seconds,
-              chunk_a_panel(a_panel(p, lim, 1024), lim).total_seconds);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 512), lim)), 8192U);
     announced.clear();
     const std::optional<GemmPlan> narrower = narrower_chunked_panel(wide, lim);
     ASSERT_TRUE(narrower.has_value());
     EXPECT_EQ(narrower->schedule, GemmSchedule::APanelResident);
     EXPECT_EQ(narrower->tile_m, 16384U);
-    EXPECT_EQ(narrower->tile_n, 768U);
+    EXPECT_EQ(narrower->tile_n, 512U);
     EXPECT_EQ(narrower->tile_k, 32768U);
     EXPECT_EQ(narrower->a_chunk_k, 4096U);
     EXPECT_LE(narrower->device_bytes, lim.budget_bytes);
     const std::vector<std::array<std::uint64_t, 3>> candidates{
-        {16384, 1280, 32768}, {16384, 1024, 32768}, {16384, 768, 32768}};
+        {16384, 1280, 32768}, {16384, 1024, 32768}, {16384, 768, 32768}, {16384, 512, 32768}};
     EXPECT_EQ(announced, candidates);
     // Unknown rates: every estimate 0, so the columns ahead decide, ties to the wider.
-    PlanLimits unrated{.budget_bytes = lim.budget_bytes, .min_offset_alignment = 256};
+    const PlanLimits unrated{.budget_bytes = 1400 * kMiB, .min_offset_alignment = 256};
+    ASSERT_EQ(chunk_a_panel(a_panel(p, unrated, 1280), unrated).a_chunk_k, 0U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, unrated, 1024), unrated)), 2048U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, unrated, 768), unrated)), 4096U);
+    ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, unrated, 512), unrated)), 4096U);
     const std::optional<GemmPlan> by_bytes = narrower_chunked_panel(a_panel(p, unrated, 1536), unrated);
     ASSERT_TRUE(by_bytes.has_value());
-    EXPECT_EQ(by_bytes->tile_n, 1024U);
+    EXPECT_EQ(by_bytes->tile_n, 768U);
 
     // Room for 16384×512 whole and for no narrower tiles (256) in chunks; 64 MiB more, and
     // 256-wide tiles hold a chunk of 2048 ahead.
@@ -203,13 +207,17 @@ TEST(GemmChunkedPanel, NarrowerTilesWhereThePlannersLeaveNoRoomForChunks) {
 }
 
 // Tiles that chunk with little of the next panel ahead: narrower ones with more. 1024- and
-// 768-wide bf16-C tiles hold one chunk of 4096, 512-wide ones two; 512-wide tiles hold as
+// 768-wide bf16-C tiles hold one chunk of 4096, 512- and 256-wide ones two (the 256-wide
+// GEMMs measured at 0.68 of the 512-wide on an H100, so 512); 512-wide tiles hold as
 // much as 256-wide ones (none then), and tiles whose chunks hold the whole next panel get
 // none. With an f32 C at 1572 MiB, 1024-wide tiles hold one chunk, 768 two and 512 three:
 // the most ahead wins over the faster estimate.
 TEST(GemmChunkedPanel, NarrowerTilesHoldMoreOfTheNextPanelAhead) {
     const GemmProblem p = bf16_c_case();
-    const PlanLimits lim = h100_bf16_limits();
+    PlanLimits lim = h100_bf16_limits();
+    lim.gemm_shape_flops = [](std::uint64_t, std::uint64_t n, std::uint64_t) {
+        return n > 256 ? 7e14 : 4.8e14;
+    };
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 1024), lim)), 4096U);
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 768), lim)), 4096U);
     ASSERT_EQ(columns_ahead(chunk_a_panel(a_panel(p, lim, 512), lim)), 8192U);
