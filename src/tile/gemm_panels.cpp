@@ -29,13 +29,20 @@ void recount_calls(const GemmPlan& plan, GemmPlan& out) {
     out.total_seconds += out.call_overhead_seconds - plan.call_overhead_seconds;
 }
 
+/// An a-panel plan over the whole k of two or more panels, A not transposed, its panel
+/// whole: one chunk_a_panel may cut.
+bool chunkable(const GemmPlan& plan) {
+    const GemmProblem& p = plan.problem;
+    return plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k && plan.a_chunk_k == 0 &&
+           plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
+}
+
 }  // namespace
 
 GemmPlan chunk_a_panel(const GemmPlan& plan, const PlanLimits& limits, std::uint64_t chunk_k) {
     const GemmProblem& p = plan.problem;
     const std::uint64_t w = gemm_input_bytes(p.type);
-    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
-                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
+    const bool fits_shape = chunkable(plan);
     if (!fits_shape) {
         if (chunk_k == 0) return plan;
         throw UsageError("tile", fmt::format("{}: only an a-panel plan over the whole k, of two or more "
@@ -127,8 +134,7 @@ std::optional<GemmPlan> two_chunked_panels(const GemmPlan& plan, const PlanLimit
 
 std::optional<GemmPlan> narrower_chunked_panel(const GemmPlan& plan, const PlanLimits& limits) {
     const GemmProblem& p = plan.problem;
-    const bool fits_shape = plan.schedule == GemmSchedule::APanelResident && plan.tile_k == p.k &&
-                            plan.a_chunk_k == 0 && plan.group == 1 && plan.tile_m < p.m && !p.trans_a;
+    const bool fits_shape = chunkable(plan);
     if (!fits_shape) return std::nullopt;
     // Columns of the next panel a chunked plan holds ahead (chunks differ in width: a
     // chunk_a_panel plan takes 2048 where 4096 does not fit); none for a plan left whole.
