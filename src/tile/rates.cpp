@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "outcore/core/error.hpp"
 #include "outcore/core/log.hpp"
@@ -30,6 +33,13 @@ constexpr std::uint64_t kMaxCopyBytes = 256 * kMiB;
 constexpr std::uint64_t kShapeCopyBytes = 16 * kMiB;
 constexpr std::uint64_t kShapeCopyRows = 4096;
 constexpr double kBusyCallSeconds = 1e-3;  // one GEMM call that keeps the device busy during a copy probe
+// One sample of a GEMM's rate: calls back to back for at least this long (at most
+// kMaxSampleCalls). A real run keeps the device busy for hundreds of milliseconds at the
+// clocks it holds under load, which one call of a millisecond or two does not show.
+constexpr double kSampleSeconds = 8e-3;
+constexpr int kMaxSampleCalls = 16;
+// The values fill_probe_values uploads, repeated across the operand by device copies.
+constexpr std::uint64_t kPatternBytes = kMiB;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -68,9 +78,40 @@ private:
     Queue& q_;
 };
 
-/// Zero-filled device operands of one GEMM of `s` (packed, the given β), with the
-/// call's arguments, for the probes that time GEMMs or keep the device busy with
-/// them. Throws OutOfMemory when they do not fit.
+/// `bytes` of pseudo-random values of `type` in [-1, 1) (random bytes for the integer
+/// types), the same every call.
+std::vector<std::byte> probe_pattern(DType type, std::uint64_t bytes) {
+    std::vector<std::byte> out(bytes);
+    std::mt19937 rng(0x0C0FFEE);
+    std::uniform_real_distribution<float> u(-1.0F, 1.0F);
+    const std::uint32_t size = dtype_bytes(type);
+    for (std::uint64_t i = 0; i + size <= bytes; i += size) {
+        const float x = u(rng);
+        std::uint16_t half = 0;
+        switch (type) {
+            case DType::F32: std::memcpy(&out[i], &x, 4); break;
+            case DType::F64: {
+                const double d = x;
+                std::memcpy(&out[i], &d, 8);
+                break;
+            }
+            case DType::BF16:
+            case DType::F16:
+                half = type == DType::BF16 ? f32_to_bf16(x) : f32_to_f16(x);
+                std::memcpy(&out[i], &half, 2);
+                break;
+            case DType::U8:
+            case DType::U16:
+                for (std::uint32_t j = 0; j < size; ++j) out[i + j] = static_cast<std::byte>(rng());
+                break;
+        }
+    }
+    return out;
+}
+
+/// Device operands of one GEMM of `s` (packed, the given β) holding
+/// fill_probe_values's values, with the call's arguments, for the probes that time
+/// GEMMs or keep the device busy with them. Throws OutOfMemory when they do not fit.
 class GemmOperands {
 public:
     GemmOperands(Device& device, Queue& q, const GemmShape& s, double beta)
@@ -96,7 +137,9 @@ public:
                 .c = BufferView(c_),
                 .ldc = s.m,
                 .beta = beta} {
-        for (Block* x : {&a_, &b_, &c_}) q.fill(BufferView(*x), std::byte{0});
+        fill_probe_values(q, BufferView(a_), s.type);
+        fill_probe_values(q, BufferView(b_), s.type);
+        fill_probe_values(q, BufferView(c_), gemm_c_dtype(s.type));
     }
 
     const GemmTileArgs& args() const noexcept { return args_; }
@@ -107,14 +150,26 @@ private:
     GemmTileArgs args_;
 };
 
-/// Best-of-3 seconds of one GEMM call of `s` (packed operands, the given β) on
-/// device memory of its own. Throws OutOfMemory when the operands do not fit.
+/// Seconds of one GEMM call of `s` (packed operands, the given β) on device memory of
+/// its own: after a warm-up call and one timed alone, the best of 3 samples of calls
+/// back to back for kSampleSeconds, each sample's time over its calls. Throws
+/// OutOfMemory when the operands do not fit.
 double time_gemm(Device& device, Queue& q, const GemmShape& s, double beta) {
     const GemmOperands ops(device, q, s, beta);
-    return best_time([&] {
-        device.kernels().gemm(q, ops.args());
+    auto per_call = [&](int calls) {
+        const auto t0 = Clock::now();
+        for (int i = 0; i < calls; ++i) device.kernels().gemm(q, ops.args());
         q.synchronize();
-    });
+        return seconds_since(t0) / calls;
+    };
+    (void)per_call(1);  // warm-up
+    const double one = per_call(1);
+    const int calls = one > 0 ? static_cast<int>(std::clamp(std::ceil(kSampleSeconds / one), 1.0,
+                                                            static_cast<double>(kMaxSampleCalls)))
+                              : 1;
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) best = std::min(best, per_call(calls));
+    return best;
 }
 
 double flops_of(const GemmShape& s) {
@@ -231,6 +286,20 @@ LinkRates measure_link(Device& device, Queue& up, Queue& down) {
 }
 
 }  // namespace
+
+void fill_probe_values(Queue& q, const BufferView& dst, DType type) {
+    if (dst.bytes == 0) return;
+    const std::uint64_t size = dtype_bytes(type);
+    const std::uint64_t first = std::min(dst.bytes, kPatternBytes / size * size);
+    const std::vector<std::byte> pattern = probe_pattern(type, first);
+    q.upload(pattern.data(), dst.sub(0, first));
+    for (std::uint64_t done = first; done < dst.bytes;) {  // doubling copies of what is there
+        const std::uint64_t n = std::min(done, dst.bytes - done);
+        q.copy(dst.sub(0, n), dst.sub(done, n));
+        done += n;
+    }
+    q.synchronize();  // the pattern is read from this frame
+}
 
 double DeviceRates::gemm_flops(DType type, GemmCompute compute) const noexcept {
     if (compute == GemmCompute::FastTF32) return type == DType::F32 ? tf32_flops : 0.0;

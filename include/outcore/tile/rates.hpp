@@ -95,6 +95,12 @@ void set_shape_probes(PlanLimits& limits, Device& device, const GemmShape& base)
 /// one, or a failed probe. Thread-safe.
 [[nodiscard]] double cached_upload_2d_rate(Device& device, const void* host, const Copy2D& shape);
 
+/// Fills `dst` with what the GEMM probes' operands hold: pseudo-random values of `type`
+/// in [-1, 1) (random bytes for the integer types), one 1 MiB pattern, the same every
+/// call, uploaded and repeated by device copies; returns once they are there. Probes on
+/// zeros read 20–25 % fast on an H100 (tensor cores draw less power on them).
+void fill_probe_values(Queue& q, const BufferView& dst, DType type);
+
 /// Fills limits' compute_flops and link fields from `rates` for this type and mode;
 /// leaves a field alone when the rate is unknown (0).
 void apply_rates(const DeviceRates& rates, DType type, GemmCompute compute, PlanLimits& limits) noexcept;
