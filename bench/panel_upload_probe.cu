@@ -4,15 +4,26 @@
 // traces, against ~55 GB/s for contiguous bytes (docs/tiling.md, "A 16-bit C" and
 // "What a downloaded byte costs"). This probe compares, for a 1 GiB panel in chunks of
 // 4096 columns: one 2-D copy per chunk on one stream; the same split over two and four
-// streams; a gather kernel that reads the pinned host memory directly (zero-copy) with
-// G blocks; each of those beside contiguous uploads on another stream; and what the
-// gather kernel costs a bf16 GEMM running beside it; and the panel packed on the host:
-// T threads copy each chunk's runs, 16 MiB pieces at a time, into pinned staging
-// buffers that go up contiguous (each thread on its own stream). Not part of the CMake build: a
-// one-off probe, kept so its figures can be measured again. On a machine with an
-// NVIDIA GPU:
+// streams; CUDA 12.8's batched copies (cudaMemcpyBatchAsync, a copy per column; and
+// cudaMemcpy3DBatchAsync, an op per chunk; each with and without the
+// cudaMemcpyFlagPreferOverlapWithCompute hint); a gather kernel that reads the pinned host
+// memory directly (zero-copy) with G blocks; each of those beside contiguous uploads on
+// another stream and beside bf16 GEMMs (on pseudo-random operands); and the panel packed on
+// the host: T threads copy each chunk's runs, 16 MiB pieces at a time, into pinned staging
+// buffers that go up contiguous (each thread on its own stream). Two more modes:
+// `order` allocates pinned buffers as `outcore bench gpu` does (12 GiB of f32, then 6 GiB
+// of bf16) and times the 2-D and contiguous copies from each (with cudaMemcpyHostToDevice
+// and cudaMemcpyDefault); `after` times 128 MiB chunk copies one by one on an idle GPU,
+// right behind ~100 ms of bf16 GEMMs and 0.2 s after them, with and without an event
+// between copies. Not part of the CMake build: a one-off probe, kept so its figures can be
+// measured again (BENCHMARKS.md, twelfth and fourteenth H100 sessions). On a machine with
+// an NVIDIA GPU:
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/panel_upload_probe.cu -lcublas -o panel_probe && ./panel_probe
+//   nvcc -O3 -std=c++17 -arch=sm_90 -Ibench bench/panel_upload_probe.cu -lcublas -o panel_probe
+//   ./panel_probe            # every method
+//   ./panel_probe quick      # the copy calls only (no gather kernel, no host staging)
+//   ./panel_probe order      # the rate by pinned allocation
+//   ./panel_probe after      # the rate by what ran before
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -93,6 +104,44 @@ void queue_panel(int method, const std::byte* h, std::byte* d, Streams& st, int 
                                                      reinterpret_cast<uint4*>(d + c * kRun), kRun / 16,
                                                      kPitch / 16, kChunkCols);
         CK(cudaGetLastError());
+        CK(cudaEventRecord(done, st.s[first]));
+        return;
+    }
+    if (method >= 8) {
+        // 8, 9: cudaMemcpyBatchAsync, one 32 KiB copy per column, a batch per chunk; 10, 11:
+        // cudaMemcpy3DBatchAsync, one pitched op per chunk. 9 and 11 set
+        // cudaMemcpyFlagPreferOverlapWithCompute ("overlap the copy with compute work on the SMs").
+        const unsigned flags = method % 2 == 1 ? cudaMemcpyFlagPreferOverlapWithCompute : 0;
+        CK(cudaStreamWaitEvent(st.s[first], go, 0));
+        std::vector<void*> dsts(kChunkCols);
+        std::vector<const void*> srcs(kChunkCols);
+        std::vector<std::size_t> sizes(kChunkCols, kRun);
+        for (std::uint64_t c = 0; c < kCols; c += kChunkCols) {
+            if (method <= 9) {
+                for (std::uint64_t j = 0; j < kChunkCols; ++j) {
+                    dsts[j] = d + (c + j) * kRun;
+                    srcs[j] = h + (c + j) * kPitch;
+                }
+                cudaMemcpyAttributes attr{};
+                attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+                attr.flags = flags;
+                std::size_t idx = 0;
+                CK(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), kChunkCols, &attr, &idx, 1,
+                                        st.s[first]));
+            } else {
+                cudaMemcpy3DBatchOp op{};
+                op.src.type = cudaMemcpyOperandTypePointer;
+                op.src.op.ptr.ptr = const_cast<std::byte*>(h + c * kPitch);
+                op.src.op.ptr.rowLength = kPitch;
+                op.dst.type = cudaMemcpyOperandTypePointer;
+                op.dst.op.ptr.ptr = d + c * kRun;
+                op.dst.op.ptr.rowLength = kRun;
+                op.extent = make_cudaExtent(kRun, kChunkCols, 1);
+                op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+                op.flags = flags;
+                CK(cudaMemcpy3DBatchAsync(1, &op, 0, st.s[first]));
+            }
+        }
         CK(cudaEventRecord(done, st.s[first]));
         return;
     }
@@ -211,9 +260,129 @@ Timing run_staged(int threads, std::byte* const* staging, const std::byte* hA, c
     return r;
 }
 
+/// "order": pinned buffers allocated as `outcore bench gpu` allocates its matrices (A, B, C
+/// in f32, 4 GiB each, then A, B, C in bf16, 2 GiB each), each written once; then, for each
+/// in allocation order, the panel's 2-D copy (32 KiB runs every 64 KiB, 1 GiB) and a
+/// contiguous 1 GiB copy, alone, medians of three. Does the rate depend on the allocation?
+int allocation_order() {
+    const std::uint64_t sizes[] = {4 * kGiB, 4 * kGiB, 4 * kGiB, 2 * kGiB, 2 * kGiB, 2 * kGiB};
+    std::vector<std::byte*> bufs;
+    for (const std::uint64_t bytes : sizes) {
+        std::byte* p = nullptr;
+        CK(cudaHostAlloc(reinterpret_cast<void**>(&p), bytes, cudaHostAllocPortable));
+        std::memset(p, 3, bytes);
+        bufs.push_back(p);
+    }
+    std::byte* d = nullptr;
+    CK(cudaMalloc(reinterpret_cast<void**>(&d), kGiB));
+    Streams st(1);
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    // kind 0: 2-D, cudaMemcpyHostToDevice; 1: 2-D, cudaMemcpyDefault (as outcore's queues
+    // copy); 2: contiguous.
+    auto rate = [&](const std::byte* h, int kind) {
+        std::vector<double> r;
+        for (int rep = 0; rep < 4; ++rep) {
+            CK(cudaEventRecord(a, st.s[0]));
+            if (kind < 2)
+                for (std::uint64_t c = 0; c < kGiB / kRun; c += kChunkCols)
+                    CK(cudaMemcpy2DAsync(d + c * kRun, kRun, h + c * kPitch, kPitch, kRun, kChunkCols,
+                                         kind == 0 ? cudaMemcpyHostToDevice : cudaMemcpyDefault, st.s[0]));
+            else
+                for (std::uint64_t o = 0; o < kGiB; o += 64 * kMiB)
+                    CK(cudaMemcpyAsync(d + o, h + o, 64 * kMiB, cudaMemcpyHostToDevice, st.s[0]));
+            CK(cudaEventRecord(b, st.s[0]));
+            CK(cudaEventSynchronize(b));
+            if (rep > 0) r.push_back(static_cast<double>(kGiB) / seconds(a, b) * 1e-9);
+        }
+        std::sort(r.begin(), r.end());
+        return r[1];
+    };
+    std::printf("%-26s %12s %16s %16s\n", "pinned buffer (as bench)", "2-D GB/s", "2-D Default GB/s",
+                "contiguous GB/s");
+    const char* names[] = {"f32 A (4 GiB)", "f32 B", "f32 C", "bf16 A (2 GiB)", "bf16 B", "bf16 C"};
+    for (std::size_t i = 0; i < bufs.size(); ++i)
+        std::printf("%-26s %12.1f %16.1f %16.1f\n", names[i], rate(bufs[i], 0), rate(bufs[i], 1),
+                    rate(bufs[i], 2));
+    // The last buffer again, after freeing the first three (a bf16 user's process holds no f32).
+    for (int i = 0; i < 3; ++i) CK(cudaFreeHost(bufs[i]));
+    std::byte* fresh = nullptr;
+    CK(cudaHostAlloc(reinterpret_cast<void**>(&fresh), 2 * kGiB, cudaHostAllocPortable));
+    std::memset(fresh, 3, 2 * kGiB);
+    std::printf("%-26s %12.1f %16.1f %16.1f\n", "2 GiB after freeing f32", rate(fresh, 0), rate(fresh, 1),
+                rate(fresh, 2));
+    return 0;
+}
+
+/// "after": the panel's 2-D chunk copies (32 KiB runs every 64 KiB, 128 MiB each) timed one
+/// by one on an idle GPU, then queued right behind ~100 ms of bf16 GEMMs (the copies wait for
+/// the GEMMs' end), then after the GEMMs and a pause of 0.2 s; contiguous 128 MiB copies the
+/// same way. The out-of-core runs' traces show these chunk copies at 44-48 GB/s with almost
+/// nothing beside them, where the same copies alone run at 55: is it what ran before them?
+int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const __nv_bfloat16* gA,
+                const __nv_bfloat16* gB, float* gC) {
+    Streams st(2);
+    constexpr int kChunks = 8;
+    std::vector<cudaEvent_t> ev(kChunks + 2);
+    for (auto& e : ev) CK(cudaEventCreate(&e));
+    CK(cublasSetStream(blas, st.s[1]));
+    auto series = [&](bool two_d, int gemms, int pause_ms, bool per_copy_events = true) {
+        CK(cudaDeviceSynchronize());
+        const float one = 1, zero = 0;
+        for (int g = 0; g < gemms; ++g)
+            CK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 16384, 1024, 32768, &one, gA, CUDA_R_16BF, 16384,
+                            gB, CUDA_R_16BF, 32768, &zero, gC, CUDA_R_32F, 16384, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
+        if (pause_ms > 0) {
+            CK(cudaStreamSynchronize(st.s[1]));
+            std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+        }
+        CK(cudaEventRecord(ev[kChunks + 1], st.s[1]));
+        CK(cudaStreamWaitEvent(st.s[0], ev[kChunks + 1], 0));
+        CK(cudaEventRecord(ev[0], st.s[0]));
+        for (int c = 0; c < kChunks; ++c) {
+            if (two_d)
+                CK(cudaMemcpy2DAsync(dA + c * kChunkCols * kRun, kRun, hA + c * kChunkCols * kPitch, kPitch,
+                                     kRun, kChunkCols, cudaMemcpyHostToDevice, st.s[0]));
+            else
+                CK(cudaMemcpyAsync(dA + c * kChunkCols * kRun, hA + c * kChunkCols * kPitch,
+                                   kChunkCols * kRun, cudaMemcpyHostToDevice, st.s[0]));
+            if (per_copy_events || c + 1 == kChunks) CK(cudaEventRecord(ev[c + 1], st.s[0]));
+        }
+        CK(cudaDeviceSynchronize());
+        std::printf("%-11s %-34s", two_d ? "2-D" : "contiguous",
+                    gemms == 0      ? "idle GPU"
+                    : pause_ms == 0 ? "right after 64 GEMMs"
+                                    : "64 GEMMs, then 0.2 s idle");
+        if (per_copy_events)
+            for (int c = 0; c < kChunks; ++c)
+                std::printf(" %5.1f",
+                            static_cast<double>(kChunkCols * kRun) / seconds(ev[c], ev[c + 1]) * 1e-9);
+        std::printf("  all 8: %5.1f%s\n",
+                    static_cast<double>(kChunks * kChunkCols * kRun) / seconds(ev[0], ev[kChunks]) * 1e-9,
+                    per_copy_events ? "" : " (no events between)");
+    };
+    std::printf("128 MiB chunk copies, GB/s each, in order:\n");
+    for (int rep = 0; rep < 2; ++rep) {
+        for (const bool two_d : {true, false}) {
+            series(two_d, 0, 0);
+            series(two_d, 64, 0);
+            series(two_d, 64, 200);
+        }
+        // The same 2-D copies with no event between them.
+        series(true, 0, 0, false);
+        series(true, 64, 0, false);
+        series(true, 64, 200, false);
+    }
+    for (auto e : ev) CK(cudaEventDestroy(e));
+    return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::strcmp(argv[1], "order") == 0) return allocation_order();
     cudaDeviceProp prop{};
     CK(cudaGetDeviceProperties(&prop, 0));
     std::printf("%s, %d SMs\n", prop.name, prop.multiProcessorCount);
@@ -230,21 +399,37 @@ int main() {
     CK(cudaMalloc(reinterpret_cast<void**>(&gA), 16384ULL * 32768 * 2));
     CK(cudaMalloc(reinterpret_cast<void**>(&gB), 32768ULL * 1024 * 2));
     CK(cudaMalloc(reinterpret_cast<void**>(&gC), 16384ULL * 1024 * 4));
-    CK(cudaMemset(gA, 0, 16384ULL * 32768 * 2));
-    CK(cudaMemset(gB, 0, 32768ULL * 1024 * 2));
+    {
+        // Pseudo-random bf16 operands in [-1, 1): GEMMs on zeros draw less power.
+        std::vector<__nv_bfloat16> v(32768ULL * 1024);
+        std::uint64_t x = 88172645463325252ULL;
+        for (auto& e : v) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            e = __float2bfloat16(static_cast<float>(x >> 40) / static_cast<float>(1ULL << 23) - 1.0f);
+        }
+        for (std::uint64_t o = 0; o < 16384ULL * 32768; o += v.size())
+            CK(cudaMemcpy(gA + o, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(gB, v.data(), v.size() * 2, cudaMemcpyHostToDevice));
+    }
     cublasHandle_t blas;
     CK(cublasCreate(&blas));
+    if (argc > 1 && std::strcmp(argv[1], "after") == 0) return after_gemms(hA, dA, blas, gA, gB, gC);
 
     // The gather kernel copies what the 2-D copy does.
     {
         std::vector<std::byte> want(kRun), got(kRun);
         for (std::uint64_t i = 0; i < kPitch * 8; ++i) hA[i] = static_cast<std::byte>(i * 7 + 3);
-        (void)run(-16, hA, hB, dA, dB, 0, 0, blas, gA, gB, gC);
-        for (std::uint64_t c = 0; c < 8; ++c) {
-            CK(cudaMemcpy(got.data(), dA + c * kRun, kRun, cudaMemcpyDeviceToHost));
-            if (std::memcmp(got.data(), hA + c * kPitch, kRun) != 0) {
-                std::printf("gather kernel copied column %llu wrong\n", static_cast<unsigned long long>(c));
-                return 1;
+        // So do the batched copies.
+        for (const int method : {-16, 8, 10}) {
+            CK(cudaMemset(dA, 0, kRun * 8));
+            (void)run(method, hA, hB, dA, dB, 0, 0, blas, gA, gB, gC);
+            for (std::uint64_t c = 0; c < 8; ++c) {
+                CK(cudaMemcpy(got.data(), dA + c * kRun, kRun, cudaMemcpyDeviceToHost));
+                if (std::memcmp(got.data(), hA + c * kPitch, kRun) != 0) {
+                    std::printf("method %d copied column %llu wrong\n", method,
+                                static_cast<unsigned long long>(c));
+                    return 1;
+                }
             }
         }
     }
@@ -261,13 +446,23 @@ int main() {
     const Timing g0 = median3(0, 0, 0);
     std::printf("%-28s %10s %12s %14s %16s\n", "panel upload (1 GiB)", "alone GB/s", "beside: GB/s",
                 "contiguous GB/s", "beside GEMMs: GB/s TFLOP/s");
-    for (const int method : {0, 1, 2, 4, -8, -16, -33, -66, -132}) {
+    // "quick": the copy calls only (contiguous, 2-D, the batched copies), no gather kernel or
+    // host staging.
+    const bool quick = argc > 1 && std::strcmp(argv[1], "quick") == 0;
+    const std::vector<int> methods =
+        quick ? std::vector<int>{0, 1, 8, 9, 10, 11}
+              : std::vector<int>{0, 1, 2, 4, 8, 9, 10, 11, -8, -16, -33, -66, -132};
+    for (const int method : methods) {
         const Timing alone = median3(method, 0, 0);
         const Timing beside = median3(method, 2 * kGiB, 0);
         const Timing with_gemm = median3(method, 0, gemms_alone);
         char name[64];
         if (method == 0)
             std::snprintf(name, sizeof name, "contiguous (reference)");
+        else if (method >= 8)
+            std::snprintf(name, sizeof name, "%s%s",
+                          method <= 9 ? "batch, a copy a column" : "3-D batch, an op a chunk",
+                          method % 2 == 1 ? ", overlap" : "");
         else if (method > 0)
             std::snprintf(name, sizeof name, "2-D copies, %d stream(s)", method);
         else
@@ -278,7 +473,7 @@ int main() {
     std::byte* staging[32];
     for (auto& b : staging)
         CK(cudaHostAlloc(reinterpret_cast<void**>(&b), kStagedCols * kRun, cudaHostAllocPortable));
-    for (const int threads : {2, 4, 8, 16}) {
+    for (const int threads : quick ? std::vector<int>{} : std::vector<int>{2, 4, 8, 16}) {
         auto staged3 = [&](std::uint64_t beside, int gemms) {
             std::vector<Timing> ts;
             for (int r = 0; r < 3; ++r)

@@ -201,6 +201,28 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                 format_size(width), format_size(pitch), gbs(one), gbs(two), gbs(down_2d), gbs(both_2d)));
         }
         record["link"]["upload_2d"] = runs;
+        // The bf16 A panel's rows as the tiled GEMM uploads them (half a column of the bf16 A
+        // a run), from the bf16 A and, with the same runs and pitch, from the f32 A's memory:
+        // the two differ only in which pinned allocation the bytes come from.
+        const std::uint64_t pitch16 = n * 2;
+        const std::uint64_t width16 = pitch16 / 2;
+        const std::uint64_t runs16 = std::min(bytes / width16, nn * 2 / pitch16);
+        if (width16 > 0 && runs16 >= 2) {
+            const Copy2D rows16{.width_bytes = width16,
+                                .rows = runs16,
+                                .host_pitch_bytes = pitch16,
+                                .buffer_pitch_bytes = width16};
+            const double from_a16 = copy_rate({[&] { up->upload_2d(a16.data(), BufferView(d0), rows16); }},
+                                              {up.get()}, runs16 * width16, r);
+            const double from_a = copy_rate({[&] { up->upload_2d(a.data(), BufferView(d0), rows16); }},
+                                            {up.get()}, runs16 * width16, r);
+            record["link"]["bf16_panel_rows"] = {
+                {"width_bytes", width16}, {"from_bf16_a_Bps", from_a16}, {"from_f32_a_Bps", from_a}};
+            say(
+                fmt::format("link, bf16 A panel rows (runs of {}, pitch {}): host→device {} from the bf16 A, "
+                            "{} from the f32 A's memory",
+                            format_size(width16), format_size(pitch16), gbs(from_a16), gbs(from_a)));
+        }
     }
 
     // --- in-core cuBLAS ----------------------------------------------------------------
