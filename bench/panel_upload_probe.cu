@@ -13,11 +13,11 @@
 // buffers that go up contiguous (each thread on its own stream). Two more modes:
 // `order` allocates pinned buffers as `outcore bench gpu` does (12 GiB of f32, then 6 GiB
 // of bf16) and times the 2-D and contiguous copies from each (with cudaMemcpyHostToDevice
-// and cudaMemcpyDefault); `after` times 128 MiB chunk copies one by one on an idle GPU,
-// right behind ~100 ms of bf16 GEMMs and 0.2 s after them, with and without an event
-// between copies. Not part of the CMake build: a one-off probe, kept so its figures can be
-// measured again (BENCHMARKS.md, twelfth and fourteenth H100 sessions). On a machine with
-// an NVIDIA GPU:
+// and cudaMemcpyDefault); `after` times 128 MiB chunk copies (2-D, contiguous and by the
+// gather kernel) one by one on an idle GPU, right behind ~100 ms of bf16 GEMMs and 0.2 s
+// after them, with and without an event between copies. Not part of the CMake build: a
+// one-off probe, kept so its figures can be measured again (BENCHMARKS.md, twelfth,
+// fourteenth and fifteenth H100 sessions). On a machine with an NVIDIA GPU:
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -Ibench bench/panel_upload_probe.cu -lcublas -o panel_probe
 //   ./panel_probe            # every method
@@ -317,17 +317,19 @@ int allocation_order() {
 
 /// "after": the panel's 2-D chunk copies (32 KiB runs every 64 KiB, 128 MiB each) timed one
 /// by one on an idle GPU, then queued right behind ~100 ms of bf16 GEMMs (the copies wait for
-/// the GEMMs' end), then after the GEMMs and a pause of 0.2 s; contiguous 128 MiB copies the
-/// same way. The out-of-core runs' traces show these chunk copies at 44-48 GB/s with almost
-/// nothing beside them, where the same copies alone run at 55: is it what ran before them?
+/// the GEMMs' end), then after the GEMMs and a pause of 0.2 s; contiguous 128 MiB copies and
+/// the gather kernel (one block an SM) the same way. The out-of-core runs' traces show these
+/// chunk copies at 44-48 GB/s with almost nothing beside them, where the same copies alone
+/// run at 55: is it what ran before them?
 int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const __nv_bfloat16* gA,
-                const __nv_bfloat16* gB, float* gC) {
+                const __nv_bfloat16* gB, float* gC, int sms) {
     Streams st(2);
     constexpr int kChunks = 8;
     std::vector<cudaEvent_t> ev(kChunks + 2);
     for (auto& e : ev) CK(cudaEventCreate(&e));
     CK(cublasSetStream(blas, st.s[1]));
-    auto series = [&](bool two_d, int gemms, int pause_ms, bool per_copy_events = true) {
+    // kind 0: contiguous copies, 1: 2-D copies, 2: the gather kernel (one block an SM).
+    auto series = [&](int kind, int gemms, int pause_ms, bool per_copy_events = true) {
         CK(cudaDeviceSynchronize());
         const float one = 1, zero = 0;
         for (int g = 0; g < gemms; ++g)
@@ -342,7 +344,11 @@ int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const _
         CK(cudaStreamWaitEvent(st.s[0], ev[kChunks + 1], 0));
         CK(cudaEventRecord(ev[0], st.s[0]));
         for (int c = 0; c < kChunks; ++c) {
-            if (two_d)
+            if (kind == 2)
+                gather<<<sms, 512, 0, st.s[0]>>>(reinterpret_cast<const uint4*>(hA + c * kChunkCols * kPitch),
+                                                 reinterpret_cast<uint4*>(dA + c * kChunkCols * kRun),
+                                                 kRun / 16, kPitch / 16, kChunkCols);
+            else if (kind == 1)
                 CK(cudaMemcpy2DAsync(dA + c * kChunkCols * kRun, kRun, hA + c * kChunkCols * kPitch, kPitch,
                                      kRun, kChunkCols, cudaMemcpyHostToDevice, st.s[0]));
             else
@@ -350,8 +356,12 @@ int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const _
                                    kChunkCols * kRun, cudaMemcpyHostToDevice, st.s[0]));
             if (per_copy_events || c + 1 == kChunks) CK(cudaEventRecord(ev[c + 1], st.s[0]));
         }
+        CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
-        std::printf("%-11s %-34s", two_d ? "2-D" : "contiguous",
+        std::printf("%-11s %-34s",
+                    kind == 2   ? "gather"
+                    : kind == 1 ? "2-D"
+                                : "contiguous",
                     gemms == 0      ? "idle GPU"
                     : pause_ms == 0 ? "right after 64 GEMMs"
                                     : "64 GEMMs, then 0.2 s idle");
@@ -365,15 +375,15 @@ int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const _
     };
     std::printf("128 MiB chunk copies, GB/s each, in order:\n");
     for (int rep = 0; rep < 2; ++rep) {
-        for (const bool two_d : {true, false}) {
-            series(two_d, 0, 0);
-            series(two_d, 64, 0);
-            series(two_d, 64, 200);
+        for (const int kind : {1, 0, 2}) {
+            series(kind, 0, 0);
+            series(kind, 64, 0);
+            series(kind, 64, 200);
         }
         // The same 2-D copies with no event between them.
-        series(true, 0, 0, false);
-        series(true, 64, 0, false);
-        series(true, 64, 200, false);
+        series(1, 0, 0, false);
+        series(1, 64, 0, false);
+        series(1, 64, 200, false);
     }
     for (auto e : ev) CK(cudaEventDestroy(e));
     return 0;
@@ -413,7 +423,8 @@ int main(int argc, char** argv) {
     }
     cublasHandle_t blas;
     CK(cublasCreate(&blas));
-    if (argc > 1 && std::strcmp(argv[1], "after") == 0) return after_gemms(hA, dA, blas, gA, gB, gC);
+    if (argc > 1 && std::strcmp(argv[1], "after") == 0)
+        return after_gemms(hA, dA, blas, gA, gB, gC, prop.multiProcessorCount);
 
     // The gather kernel copies what the 2-D copy does.
     {
