@@ -55,7 +55,6 @@ struct BenchFlags {
     std::optional<std::string> json;
     std::string npy_dir = "/var/tmp";
     bool skip_npy = false;
-    std::uint32_t npy_read_threads = 1;  // NpyMatrixReader::set_read_threads
     bool skip_xt = false;
     bool skip_xt_default = false;
     bool skip_blur = false;
@@ -519,8 +518,6 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         drop_page_cache(pb);
         io::NpyMatrixReader fa(pa);
         io::NpyMatrixReader fb(pb);
-        fa.set_read_threads(f.npy_read_threads);
-        fb.set_read_threads(f.npy_read_threads);
         ops::GemmOptions o{.type = DType::F32,
                            .budget_bytes = f32_ops / 4,
                            .staging_cache = &staging,
@@ -541,15 +538,13 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                          {"of_bound", bound_s / r.seconds},
                          {"schedule", tile::to_string(plan.schedule)},
                          {"read_busy_s", r.read_busy_seconds},
-                         {"read_threads_per_block", f.npy_read_threads},
                          {"max_sample_error", err}};
         say(
             fmt::format("out-of-core f32 from .npy ({}): {} in {}, read {} at {} (disk alone {}, page cache "
-                        "dropped first; {} thread(s) a large block, reads busy {:.2f} s), {} of max(in-core, "
-                        "bytes read / disk), sample error {:.2e}",
+                        "dropped first), {} of max(in-core, bytes read / disk), sample error {:.2e}",
                         f.npy_dir, tflops(flops, r.seconds), format_seconds(r.seconds),
                         format_size(r.pipeline.bytes_uploaded), gbs(read_bytes / r.seconds), gbs(disk),
-                        f.npy_read_threads, r.read_busy_seconds, format_percent(bound_s / r.seconds), err));
+                        format_percent(bound_s / r.seconds), err));
         rows.push_back({"GEMM f32 from .npy files", gbs(read_bytes / r.seconds),
                         fmt::format("disk {}", gbs(disk)), bound_s / r.seconds, "", 0});
     }
@@ -695,9 +690,6 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_option("--npy-dir", f->npy_dir, "Where the .npy inputs are written (default /var/tmp)")
         ->type_name("DIR");
     gpu->add_flag("--skip-npy", f->skip_npy, "Skip the .npy streaming case");
-    gpu->add_option("--npy-read-threads", f->npy_read_threads,
-                    "Threads each large block read from the .npy files is split over (default 1)")
-        ->check(CLI::Range(1, 64));
     gpu->add_flag("--skip-cublasxt", f->skip_xt, "Skip cuBLASXt");
     gpu->add_flag("--skip-cublasxt-default", f->skip_xt_default,
                   "Skip cuBLASXt at its (slow) default block size");

@@ -1,11 +1,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <array>
-#include <exception>
-#include <thread>
-#include <vector>
 
 #include "io/npy_block.hpp"
 #include "io/npy_file.hpp"
@@ -57,42 +53,7 @@ NpyMatrixReader::NpyMatrixReader(const std::string& path)
 
 void NpyMatrixReader::do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,
                               std::byte* dst, std::uint64_t ld_elements) const {
-    const detail::NpyLayout layout = layout_of(header_);
-    const std::uint64_t w = layout.element_bytes;
-    // Parts along the file's runs: columns of a Fortran file, rows of a C file (each part
-    // then reads whole runs, and the parts' destinations are disjoint).
-    const std::uint64_t runs = layout.fortran_order ? cols : rows;
-    const std::uint64_t parts =
-        std::min<std::uint64_t>({read_threads_, runs, rows * cols * w / kParallelReadBytes});
-    if (parts <= 1) {
-        detail::npy_read_block(file_, layout, row0, col0, rows, cols, dst, ld_elements);
-        return;
-    }
-    std::vector<std::exception_ptr> failures(parts);
-    {
-        std::vector<std::jthread> threads;
-        threads.reserve(parts);
-        for (std::uint64_t p = 0; p < parts; ++p) {
-            const std::uint64_t first = runs * p / parts;
-            const std::uint64_t count = runs * (p + 1) / parts - first;
-            threads.emplace_back([&, p, first, count] {
-                try {
-                    if (layout.fortran_order) {
-                        detail::npy_read_block(file_, layout, row0, col0 + first, rows, count,
-                                               dst + first * ld_elements * w, ld_elements);
-                    } else {
-                        detail::npy_read_block(file_, layout, row0 + first, col0, count, cols,
-                                               dst + first * w, ld_elements);
-                    }
-                } catch (...) {
-                    failures[p] = std::current_exception();
-                }
-            });
-        }
-    }
-    for (const std::exception_ptr& f : failures) {
-        if (f) std::rethrow_exception(f);
-    }
+    detail::npy_read_block(file_, layout_of(header_), row0, col0, rows, cols, dst, ld_elements);
 }
 
 NpyMatrixWriter::NpyMatrixWriter(const std::string& path, std::uint64_t rows, std::uint64_t cols, DType dtype,

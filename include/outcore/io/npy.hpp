@@ -92,14 +92,6 @@ public:
     [[nodiscard]] const NpyHeader& header() const noexcept { return header_; }
     [[nodiscard]] const std::string& path() const noexcept { return file_.path(); }
 
-    /// Reads a block of at least kParallelReadBytes in up to `threads` parts at once
-    /// (its columns of a Fortran file, its rows of a C file, each part on its own thread),
-    /// so the disk sees that many requests in flight; 1 (the default): one after another.
-    void set_read_threads(std::uint32_t threads) noexcept { read_threads_ = threads == 0 ? 1 : threads; }
-    [[nodiscard]] std::uint32_t read_threads() const noexcept { return read_threads_; }
-    /// Blocks smaller than this are read on the calling thread alone; a part is never smaller.
-    static constexpr std::uint64_t kParallelReadBytes = std::uint64_t{16} << 20;
-
 private:
     void do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,
                  std::byte* dst, std::uint64_t ld_elements) const override;
@@ -108,7 +100,6 @@ private:
     NpyHeader header_;
     std::uint64_t rows_ = 0;
     std::uint64_t cols_ = 0;
-    std::uint32_t read_threads_ = 1;
 };
 
 /// Writes a 2-D .npy file block by block into a temporary file; commit() renames it to

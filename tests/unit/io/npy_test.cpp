@@ -112,42 +112,36 @@ void write_tiled(std::mt19937_64& rng, const Matrix& m, const std::string& path,
     writer.commit();
 }
 
-// Reads one block with leading dimension `ld` and checks every element, and that the
-// padding between rows and ld is untouched.
-void check_block(const MatrixSource& src, const Matrix& m, std::uint64_t r0, std::uint64_t c0,
-                 std::uint64_t rows, std::uint64_t cols, std::uint64_t ld) {
-    const std::uint32_t w = m.w();
-    std::vector<std::byte> dst(ld * cols * w, std::byte{0xa5});
-    src.read(r0, c0, rows, cols, dst.data(), ld);
-    for (std::uint64_t j = 0; j < cols; ++j) {
-        for (std::uint64_t i = 0; i < ld; ++i) {
-            const std::byte* got = dst.data() + (i + j * ld) * w;
-            if (i < rows) {
-                ASSERT_EQ(std::memcmp(got, m.at(r0 + i, c0 + j), w), 0)
-                    << "element (" << r0 + i << ", " << c0 + j << ") of block at (" << r0 << ", " << c0
-                    << ") size " << rows << " x " << cols << " ld " << ld;
-            } else {
-                for (std::uint32_t b = 0; b < w; ++b) {
-                    ASSERT_EQ(got[b], std::byte{0xa5}) << "padding written";
-                }
-            }
-        }
-    }
-}
-
-// Reads `count` random blocks with random leading dimensions and checks each (check_block).
+// Reads `count` random blocks with random leading dimensions and checks every element,
+// and that the padding between rows and ld is untouched.
 void check_random_blocks(std::mt19937_64& rng, const MatrixSource& src, const Matrix& m,
                          std::uint64_t count) {
     ASSERT_EQ(src.rows(), m.rows);
     ASSERT_EQ(src.cols(), m.cols);
     ASSERT_EQ(src.dtype(), m.dtype);
+    const std::uint32_t w = m.w();
     for (std::uint64_t k = 0; k < count; ++k) {
         const std::uint64_t r0 = std::uniform_int_distribution<std::uint64_t>(0, m.rows - 1)(rng);
         const std::uint64_t c0 = std::uniform_int_distribution<std::uint64_t>(0, m.cols - 1)(rng);
         const std::uint64_t rows = std::uniform_int_distribution<std::uint64_t>(1, m.rows - r0)(rng);
         const std::uint64_t cols = std::uniform_int_distribution<std::uint64_t>(1, m.cols - c0)(rng);
         const std::uint64_t ld = rows + std::uniform_int_distribution<std::uint64_t>(0, 2)(rng);
-        check_block(src, m, r0, c0, rows, cols, ld);
+        std::vector<std::byte> dst(ld * cols * w, std::byte{0xa5});
+        src.read(r0, c0, rows, cols, dst.data(), ld);
+        for (std::uint64_t j = 0; j < cols; ++j) {
+            for (std::uint64_t i = 0; i < ld; ++i) {
+                const std::byte* got = dst.data() + (i + j * ld) * w;
+                if (i < rows) {
+                    ASSERT_EQ(std::memcmp(got, m.at(r0 + i, c0 + j), w), 0)
+                        << "element (" << r0 + i << ", " << c0 + j << ") of block at (" << r0 << ", " << c0
+                        << ") size " << rows << " x " << cols << " ld " << ld;
+                } else {
+                    for (std::uint32_t b = 0; b < w; ++b) {
+                        ASSERT_EQ(got[b], std::byte{0xa5}) << "padding written";
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -395,35 +389,6 @@ TEST(NpyMatrix, ConcurrentReadsAndDisjointWritesAgree) {
     for (auto& t : threads) t.join();
     writer.commit();
     EXPECT_EQ(load_npy(dir.file("out.npy")).data, m.row_major);
-}
-
-// A block of at least three times kParallelReadBytes read in parts on three or four
-// threads (NpyMatrixReader::set_read_threads): the same elements as one thread reads, in
-// either order, whole or at an offset with a wider ld; a part that fails (the file cut
-// short after opening) fails the read.
-TEST(NpyMatrix, LargeBlocksReadInPartsOnSeveralThreads) {
-    std::mt19937_64 rng(outcore::test::seed());
-    ScratchDir dir;
-    const std::uint64_t rows = 1536, cols = 8192 + rng() % 64;  // 50 MB of f32: three parts
-    const Matrix m = random_matrix(rng, rows, cols, DType::F32);
-    const std::array<std::uint64_t, 2> shape = {rows, cols};
-    for (const NpyOrder order : {NpyOrder::C, NpyOrder::Fortran}) {
-        SCOPED_TRACE(order == NpyOrder::C ? "C order" : "Fortran order");
-        const std::string path = dir.file("big.npy");
-        save_npy(path, order == NpyOrder::C ? m.row_major : m.col_major(), shape, m.dtype, true, order);
-        NpyMatrixReader reader(path);
-        for (const std::uint32_t threads : {1U, 4U}) {
-            reader.set_read_threads(threads);
-            EXPECT_EQ(reader.read_threads(), threads);
-            check_block(reader, m, 0, 0, rows, cols, rows);
-            check_block(reader, m, 0, 0, rows, cols, rows + 3);
-            // 49 MB at an offset: three parts of runs with gaps between them.
-            check_block(reader, m, 5, 7, rows - 9, cols - 11, rows + 1);
-        }
-        std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
-        std::vector<std::byte> dst(rows * cols * 4);
-        EXPECT_THROW(reader.read(0, 0, rows, cols, dst.data(), rows), IoError);
-    }
 }
 
 TEST(NpyMatrix, RejectsFilesThatAreNotTwoDimensionalOrAreTruncated) {
