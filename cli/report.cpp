@@ -81,10 +81,13 @@ std::string table(const monitor::TraceSummary& s, const std::string& trace) {
     }
     t += '\n';
 
-    t += fmt::format("{:<24}{:>10}{:>14}{:>10}\n", "tracks", "events", "busy (s)", "busy %");
+    t += fmt::format("{:<24}{:>10}{:>14}{:>10}{:>14}{:>13}\n", "tracks", "events", "busy (s)", "busy %",
+                     "bytes", "GB/s busy");
     for (const monitor::TrackSummary& k : s.tracks) {
-        t += fmt::format("  {:<22}{:>10}{:>14.6f}{:>10.1f}\n", k.name, k.event_count, k.busy_seconds,
-                         100 * k.busy_fraction);
+        // Bytes only where the track moves some (copies, reader and writer threads).
+        t += fmt::format("  {:<22}{:>10}{:>14.6f}{:>10.1f}{:>14}{:>13}\n", k.name, k.event_count,
+                         k.busy_seconds, 100 * k.busy_fraction, k.bytes > 0 ? format_size(k.bytes) : "-",
+                         k.bytes > 0 ? fmt::format("{:.3f}", k.busy_bytes_per_second * 1e-9) : "-");
     }
     if (s.tracks.empty()) t += "  (none)\n";
     t += '\n';
@@ -124,6 +127,8 @@ nlohmann::json to_json(const monitor::TraceSummary& s, const std::string& trace)
                           {"event_count", k.event_count},
                           {"busy_seconds", k.busy_seconds},
                           {"busy_fraction", k.busy_fraction},
+                          {"bytes", k.bytes},
+                          {"busy_bytes_per_second", k.busy_bytes_per_second},
                           {"busy_fraction_bins", k.busy_fraction_bins}});
     }
     nlohmann::json swaps = nlohmann::json::array();

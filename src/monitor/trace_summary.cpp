@@ -40,7 +40,7 @@ constexpr std::size_t kMaxBins = 1000000;
 // the span from the first event to the last within int64 nanoseconds.
 constexpr double kMaxAbsUs = 3e15;
 
-enum class SpanKind : unsigned char { Copy, Kernel, Other };
+enum class SpanKind : unsigned char { Copy, Kernel, Host, Other };
 
 // One "X" event, compactly.
 struct Span {
@@ -164,6 +164,7 @@ private:
         if (inserted) {
             track_tids_.push_back(tid);
             track_events_.push_back(0);
+            track_bytes_.push_back(0);
         }
         return it->second;
     }
@@ -213,11 +214,15 @@ private:
         } else if (cat == "kernel") {
             s.kind = SpanKind::Kernel;
             ++summary_.kernel_count;
+        } else if (cat == "host") {
+            s.kind = SpanKind::Host;  // a reader or writer thread's fill or drain
+            s.bytes = bytes_arg(e);
         } else if (cat == "swap") {
             count_swap(name, bytes_arg(e));
         } else {
             ++unknown_;  // still busy time on its track
         }
+        if (s.kind == SpanKind::Copy || s.kind == SpanKind::Host) track_bytes_[s.track] += s.bytes;
         spans_.push_back(s);
     }
 
@@ -268,6 +273,7 @@ private:
     std::unordered_map<std::int64_t, std::uint32_t> track_of_;
     std::vector<std::int64_t> track_tids_;
     std::vector<std::uint64_t> track_events_;
+    std::vector<std::uint64_t> track_bytes_;  // copies' and host spans' args.bytes
     std::map<std::int64_t, std::string> track_names_;
 };
 
@@ -371,6 +377,8 @@ TraceSummary Collector::finish(const SummaryOptions& options) {
         const std::int64_t busy = busy_ns(track_all[t]);
         ts.busy_seconds = seconds(busy);
         ts.busy_fraction = wall_ns > 0 ? static_cast<double>(busy) / static_cast<double>(wall_ns) : 0;
+        ts.bytes = track_bytes_[t];
+        ts.busy_bytes_per_second = busy > 0 ? static_cast<double>(ts.bytes) / seconds(busy) : 0;
         ts.busy_fraction_bins.assign(s.bin_count, 0.0);
         if (s.bin_count > 0) {
             for (const Interval& i : track_all[t]) {

@@ -177,6 +177,13 @@ std::uint64_t TraceRecorder::write_to(Sink& out) const {
                     out.print(R"(,"dur":)");
                     out.micros(end - begin);
                     out.print(R"(,"args":{{}})");
+                } else if (kind == OpKind::HostRead || kind == OpKind::HostWrite) {
+                    out.print(R"("ph":"X","cat":"host","name":"{}","pid":1,"tid":{},"ts":)",
+                              kind == OpKind::HostRead ? "read" : "write", tid);
+                    out.micros(begin - origin);
+                    out.print(R"(,"dur":)");
+                    out.micros(end - begin);
+                    out.print(R"(,"args":{{"bytes":{}}})", r.a);
                 } else {
                     const char* name = kind == OpKind::Upload     ? "upload"
                                        : kind == OpKind::Download ? "download"

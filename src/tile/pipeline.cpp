@@ -40,16 +40,23 @@ private:
 
 bool writes_to(Access a) noexcept { return a != Access::Read; }
 
+// The trace track of the HostStage thread running the calling task ("read 0", ...);
+// empty outside one.
+thread_local std::string_view tls_stage_track;
+
 }  // namespace
 
 // --- HostStage: a few threads running tasks in FIFO order -------------------------
 
 class Pipeline::HostStage {
 public:
-    HostStage(Pipeline& owner, std::uint32_t thread_count) : owner_(owner) {
+    /// Threads named "<track> 0", "<track> 1", ... in traces.
+    HostStage(Pipeline& owner, std::uint32_t thread_count, std::string_view track) : owner_(owner) {
         threads_.reserve(thread_count);
+        tracks_.reserve(thread_count);
+        for (std::uint32_t i = 0; i < thread_count; ++i) tracks_.push_back(fmt::format("{} {}", track, i));
         try {
-            for (std::uint32_t i = 0; i < thread_count; ++i) threads_.emplace_back([this] { run(); });
+            for (std::uint32_t i = 0; i < thread_count; ++i) threads_.emplace_back([this, i] { run(i); });
         } catch (...) {
             stop();
             join();
@@ -91,7 +98,8 @@ private:
         threads_.clear();
     }
 
-    void run() noexcept {
+    void run(std::uint32_t index) noexcept {
+        tls_stage_track = tracks_[index];
         for (;;) {
             std::function<void()> task;
             {
@@ -114,6 +122,7 @@ private:
     std::condition_variable cv_;
     std::deque<std::function<void()>> tasks_;
     bool stopping_ = false;
+    std::vector<std::string> tracks_;  // outlive the threads: events name them
     std::vector<std::thread> threads_;
 };
 
@@ -216,9 +225,9 @@ Pipeline::Pipeline(Device& device, PipelineOptions options)
     for (std::uint32_t i = 0; i < options_.download_staging.count; ++i) down_free_.push_back(i);
 
     if (options_.upload_staging.count > 0)
-        readers_ = std::make_unique<HostStage>(*this, options_.reader_threads);
+        readers_ = std::make_unique<HostStage>(*this, options_.reader_threads, "read");
     if (options_.download_staging.count > 0) {
-        writers_ = std::make_unique<HostStage>(*this, options_.writer_threads);
+        writers_ = std::make_unique<HostStage>(*this, options_.writer_threads, "write");
     }
     start_ = std::chrono::steady_clock::now();
     log::debug(kComponent, "made in {:.2f} ms ({} bytes of slots)",
@@ -377,6 +386,20 @@ std::int64_t Pipeline::now_ns() const noexcept {
         .count();
 }
 
+void Pipeline::report_host(monitor::OpKind kind, std::uint64_t bytes, std::int64_t begin_ns,
+                           std::int64_t end_ns) const noexcept {
+    if (!monitor::observed() || tls_stage_track.empty()) return;
+    const std::int64_t origin =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
+    monitor::report(monitor::OpEvent{.kind = kind,
+                                     .queue = tls_stage_track,
+                                     .name = kind == monitor::OpKind::HostRead ? "read" : "write",
+                                     .bytes = bytes,
+                                     .device_id = device_->id(),
+                                     .begin_ns = origin + begin_ns,
+                                     .end_ns = origin + end_ns});
+}
+
 Pipeline::Interval* Pipeline::begin_busy(unsigned queue) {
     // Devices whose queues time their own work (CUDA events) report it themselves.
     const bool trace = monitor::observed() && !monitor::device_timed(device_->id());
@@ -460,7 +483,9 @@ void Pipeline::upload(SlotId dst, std::uint64_t offset, const Copy2D& place, Fil
             up_events_[index]->wait();
             const std::int64_t t0 = now_ns();
             fill(std::span<std::byte>(data, static_cast<std::size_t>(bytes)));
-            read_busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+            const std::int64_t t1 = now_ns();
+            read_busy_ns_.fetch_add(t1 - t0, std::memory_order_relaxed);
+            report_host(monitor::OpKind::HostRead, bytes, t0, t1);
             {
                 std::lock_guard lock(host_mutex_);
                 up_ready_[index] = 1;
@@ -697,7 +722,9 @@ void Pipeline::download(SlotId src, std::uint64_t offset, std::uint64_t bytes, D
                 down_events_[index]->wait();
                 const std::int64_t t0 = now_ns();
                 drain(std::span<const std::byte>(data, static_cast<std::size_t>(bytes)));
-                write_busy_ns_.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+                const std::int64_t t1 = now_ns();
+                write_busy_ns_.fetch_add(t1 - t0, std::memory_order_relaxed);
+                report_host(monitor::OpKind::HostWrite, bytes, t0, t1);
             } catch (...) {
                 record_error(std::current_exception());
             }

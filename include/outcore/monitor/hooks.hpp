@@ -39,17 +39,20 @@ struct AllocationEvent {
     std::int64_t time_ns = 0;
 };
 
-/// What a queue operation does.
-enum class OpKind : unsigned char { Upload, Download, DeviceCopy, Kernel };
+/// What a queue operation does. HostRead and HostWrite are host threads' work beside the
+/// queues: a tiled operation's reader filling an upload staging buffer from its source
+/// (a file read, a pack, a conversion) and its writer draining a download staging buffer
+/// into its sink. Their tracks are the threads ("read 0", "write 1", ...).
+enum class OpKind : unsigned char { Upload, Download, DeviceCopy, Kernel, HostRead, HostWrite };
 
 /// A queue operation that ran from begin_ns to end_ns on one queue.
 struct OpEvent {
     OpKind kind = OpKind::Kernel;
-    /// Names the track: "upload", "compute", "download" (Pipeline), "swap.upload"...
+    /// Names the track: "upload", "compute", "download", "read 0" (Pipeline), "swap.upload"...
     std::string_view queue;
     /// Kernel name ("gemm", "blur") or copy name; a literal.
     std::string_view name;
-    std::uint64_t bytes = 0;  ///< bytes moved (copies); 0 for kernels
+    std::uint64_t bytes = 0;  ///< bytes moved (copies, host reads and writes); 0 for kernels
     std::uint64_t device_id = 0;
     std::int64_t begin_ns = 0;
     std::int64_t end_ns = 0;

@@ -10,7 +10,8 @@
 //
 // The input is the Chrome trace JSON that outcore's recorder writes (docs/observability.md
 // has the format): "X" copy events (cat "copy", args bytes and direction), "X" kernel
-// events (cat "kernel"), swap events (cat "swap"), allocation instants (cat "alloc"),
+// events (cat "kernel"), "X" host events (cat "host": a reader's or writer's fill or
+// drain, args bytes), swap events (cat "swap"), allocation instants (cat "alloc"),
 // "resident bytes" / "budget bytes" counters and thread_name metadata. Anything else
 // is counted as unknown and ignored; metadata is optional. The file is parsed once,
 // streaming, and only a compact record of each timed event is kept (about 40 bytes per
@@ -42,13 +43,15 @@ struct DirectionSummary {
     std::vector<double> bytes_per_second_bins;  ///< per bin; each copy spread evenly over its span
 };
 
-/// One track (a queue, "swap", "allocations"), by tid.
+/// One track (a queue, a reader or writer thread, "swap", "allocations"), by tid.
 struct TrackSummary {
     std::int64_t tid = 0;
     std::string name;                        ///< thread_name metadata, else "tid N"
     std::uint64_t event_count = 0;           ///< X and i events
     double busy_seconds = 0;                 ///< union of its X events
     double busy_fraction = 0;                ///< busy_seconds / wall_seconds
+    std::uint64_t bytes = 0;                 ///< args.bytes of its copy and host events
+    double busy_bytes_per_second = 0;        ///< bytes / busy_seconds (0 when never busy)
     std::vector<double> busy_fraction_bins;  ///< per bin, in [0, 1]
 };
 

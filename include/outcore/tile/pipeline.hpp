@@ -65,6 +65,7 @@
 #include "outcore/alloc/statistics.hpp"
 #include "outcore/device/block.hpp"
 #include "outcore/device/device.hpp"
+#include "outcore/monitor/hooks.hpp"
 #include "outcore/tile/queue_cache.hpp"
 #include "outcore/tile/staging_cache.hpp"
 
@@ -326,6 +327,10 @@ private:
     void wait_drains_idle();
 
     [[nodiscard]] std::int64_t now_ns() const noexcept;
+    /// Reports a reader's fill or a writer's drain [begin_ns, end_ns) (now_ns() times) to
+    /// the monitors, on the calling HostStage thread's track.
+    void report_host(monitor::OpKind kind, std::uint64_t bytes, std::int64_t begin_ns,
+                     std::int64_t end_ns) const noexcept;
     void compute_stats();
 
     Device* device_;

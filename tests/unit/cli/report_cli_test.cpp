@@ -214,6 +214,7 @@ TEST(ReportCli, JsonMatchesTheTrace) {
     EXPECT_GE(hidden, 0.0);
     EXPECT_LE(hidden, 1.0);
     EXPECT_EQ(j["tracks"].size(), 5U);
+    for (const auto& t : j["tracks"]) EXPECT_TRUE(t.contains("bytes") && t.contains("busy_bytes_per_second"));
     EXPECT_EQ(j["directions"][0]["bytes_per_second_bins"].size(), 100U);
     EXPECT_TRUE(fs::exists(s.path() / "o/summary.txt"));
     EXPECT_FALSE(fs::exists(s.path() / "o/memory.svg"));

@@ -121,6 +121,37 @@ TEST(TraceSummary, BusyTimePerTrackIsTheUnionOfItsEvents) {
     EXPECT_NEAR(s.tracks[4].busy_fraction, 7.0 / 41.0, 1e-12);
 }
 
+TEST(TraceSummary, HostEventsCountBytesOnTheirTrackOnly) {
+    // A reader thread's fills [0,10) 400 B and [10,30) 600 B on tid 5: its track moved
+    // 1000 B in 30 µs of busy time; no direction, transfer or hidden time changes.
+    const std::string host = R"({"ph":"X","cat":"host","name":"read","pid":1,"tid":5,"ts":0,"dur":10,)"
+                             R"("args":{"bytes":400}},)"
+                             R"({"ph":"X","cat":"host","name":"read","pid":1,"tid":5,"ts":10,"dur":20,)"
+                             R"("args":{"bytes":600}})";
+    const TraceSummary base = summarize_trace_text(trace_of(pipeline_events()));
+    const TraceSummary s =
+        summarize_trace_text(trace_of(thread_name(5, "read 0") + "," + host + "," + pipeline_events()));
+    EXPECT_EQ(s.unknown_event_count, 0U);
+    EXPECT_EQ(s.direction("h2d").bytes, base.direction("h2d").bytes);
+    EXPECT_EQ(s.transfer_seconds, base.transfer_seconds);
+    EXPECT_EQ(s.hidden_transfer_fraction, base.hidden_transfer_fraction);
+    EXPECT_EQ(s.kernel_count, base.kernel_count);
+    const TrackSummary* reader = nullptr;
+    for (const TrackSummary& t : s.tracks) {
+        if (t.tid == 5) reader = &t;
+    }
+    ASSERT_NE(reader, nullptr);
+    EXPECT_EQ(reader->name, "read 0");
+    EXPECT_EQ(reader->bytes, 1000U);
+    EXPECT_NEAR(reader->busy_seconds, 30 * kUs, 1e-15);
+    EXPECT_NEAR(reader->busy_bytes_per_second, 1000 / (30 * kUs), 1e-3);
+    // Copy tracks carry their bytes too; kernel tracks none.
+    EXPECT_EQ(s.tracks[0].bytes, 4000U);
+    EXPECT_NEAR(s.tracks[0].busy_bytes_per_second, 4000 / (20 * kUs), 1e-3);
+    EXPECT_EQ(s.tracks[1].bytes, 0U);
+    EXPECT_EQ(s.tracks[1].busy_bytes_per_second, 0.0);
+}
+
 TEST(TraceSummary, BinsSpreadBytesAndBusyTimeExactly) {
     // Wall [0,40): 4 bins of 10 µs. The copy [5,25) of 2000 B: 500 B in bin 0, 1000 in
     // bin 1, 500 in bin 2.

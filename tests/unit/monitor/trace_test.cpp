@@ -223,6 +223,24 @@ void expect_pipeline_trace(const json& doc, const outcore::tile::PipelineStats& 
         EXPECT_EQ(e["cat"], "kernel");
         EXPECT_EQ(e["name"], "blur");
     }
+    // Every upload here is staged: one fill per upload, on the reader threads' tracks
+    // ("read 0", "read 1", ...), and one drain per download on the writers'.
+    for (const char* role : {"read", "write"}) {
+        std::size_t fills = 0;
+        std::uint64_t bytes = 0;
+        for (const auto& [name, events] : tracks) {
+            if (!name.starts_with(std::string(role) + " ")) continue;
+            for (const json& e : events) {
+                EXPECT_EQ(e["cat"], "host");
+                EXPECT_EQ(e["name"], role);
+            }
+            fills += events.size();
+            bytes += sum_bytes(events);
+        }
+        const bool read = std::string_view(role) == "read";
+        EXPECT_EQ(fills, read ? stats.upload_count : stats.download_count) << role;
+        EXPECT_EQ(bytes, read ? stats.bytes_uploaded : stats.bytes_downloaded) << role;
+    }
 }
 
 TEST(Trace, PipelineTracksDoNotOverlapAndBytesAddUp) {
