@@ -524,7 +524,12 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
                            .device_cache = &slots,
                            .queue_cache = &queues};
         const tile::GemmPlan plan = ops::plan_gemm(dev, fa, fb, mc, o);
-        const ops::GemmReport r = ops::execute_gemm(dev, plan, fa, fb, mc, o);
+        ops::GemmReport r;
+        // Traced under --trace-dir: the reader threads' fills show what the disk gave when.
+        run_traced(f.trace_dir.empty()
+                       ? std::string()
+                       : (std::filesystem::path(f.trace_dir) / "gemm-npy.trace.json").string(),
+                   [&] { r = ops::execute_gemm(dev, plan, fa, fb, mc, o); });
         const double err = gemm_sample_error(a.data(), b.data(), c.floats(), n, DType::F32, 16, 9);
         const double read_bytes = static_cast<double>(r.pipeline.bytes_uploaded);
         const double disk_bound_s = read_bytes / disk;
@@ -717,7 +722,9 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-gemm", f->skip_gemm,
                   "Skip the standard out-of-core GEMM cases and the trace overhead (--explore cases run)");
     gpu->add_option("--trace-dir", f->trace_dir,
-                    "Trace each out-of-core GEMM case's busy-time run into DIR (one file per case)")
+                    "Trace each out-of-core GEMM case's busy-time run, and the .npy case's run, into DIR "
+                    "(one file per "
+                    "case)")
         ->type_name("DIR");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});

@@ -27,6 +27,7 @@
 #include "outcore/io/matrix.hpp"
 #include "outcore/monitor/device_time.hpp"
 #include "outcore/monitor/hooks.hpp"
+#include "outcore/monitor/trace_summary.hpp"
 #include "outcore/ops/gemm.hpp"
 #include "support/op_collector.hpp"
 #include "support/test_seed.hpp"
@@ -167,6 +168,37 @@ TEST_F(CudaTraceTest, BenchGpuReportsTheTraceOverheadOfTheF32Gemm) {
         row = row || r["case"].get<std::string>().find("traced") != std::string::npos;
     EXPECT_TRUE(row) << "the table has the traced / untraced row";
     EXPECT_NE(text.find("traced"), std::string::npos);
+}
+
+TEST_F(CudaTraceTest, BenchGpuTracesTheNpyCasesReaderFills) {
+    const std::string cli = find_cli();
+    if (cli.empty()) GTEST_SKIP() << "no outcore binary next to the tests (set OUTCORE_CLI)";
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("outcore-trace-npy-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string json_file = (dir / "bench.json").string();
+    const std::string command = cli + " bench gpu --n 2048 --reps 1 --warmup 0 --skip-gemm --skip-cublasxt" +
+                                " --skip-blur --npy-dir " + dir.string() + " --trace-dir " +
+                                (dir / "traces").string() + " --json " + json_file + " > " +
+                                (dir / "out.txt").string() + " 2>&1";
+    const int rc = std::system(command.c_str());
+    std::ifstream out((dir / "out.txt").string());
+    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+    ASSERT_EQ(rc, 0) << text;
+    std::ifstream in(json_file);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::filesystem::path trace = dir / "traces" / "gemm-npy.trace.json";
+    ASSERT_TRUE(std::filesystem::exists(trace)) << text;
+    const outcore::monitor::TraceSummary s = outcore::monitor::summarize_trace(trace);
+    std::filesystem::remove_all(dir);
+    // Every byte that went up was read from the files by a reader thread first.
+    std::uint64_t read = 0;
+    for (const auto& t : s.tracks) {
+        if (t.name.starts_with("read ")) read += t.bytes;
+    }
+    ASSERT_TRUE(j.contains("npy")) << text;
+    EXPECT_EQ(read, j["npy"]["bytes_read"].get<std::uint64_t>());
+    EXPECT_EQ(s.direction("h2d").bytes, read);
 }
 
 }  // namespace
