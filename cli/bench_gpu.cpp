@@ -722,9 +722,7 @@ void add_bench_command(CLI::App& app, const GlobalOptions& globals, CommandList&
     gpu->add_flag("--skip-gemm", f->skip_gemm,
                   "Skip the standard out-of-core GEMM cases and the trace overhead (--explore cases run)");
     gpu->add_option("--trace-dir", f->trace_dir,
-                    "Trace each out-of-core GEMM case's busy-time run, and the .npy case's run, into DIR "
-                    "(one file per "
-                    "case)")
+                    "Trace each out-of-core GEMM case's busy-time run, and the .npy case's run, into DIR")
         ->type_name("DIR");
     gpu->add_flag("--force", f->force, "Overwrite an existing --json FILE");
     commands.push_back({gpu, [&globals, f] { return run_bench_gpu(*f, globals); }});
