@@ -140,24 +140,43 @@ std::string find_cli() {
     return std::filesystem::exists(cli, ec) ? cli.string() : std::string();
 }
 
+/// `outcore bench gpu --n 2048 --reps 1 --warmup 0 --skip-cublasxt --skip-blur <args>` in a
+/// fresh folder `dir` (its --json there); its output, exit code and JSON.
+struct BenchRun {
+    int rc = 0;
+    std::string text;
+    nlohmann::json json;
+};
+BenchRun run_small_bench_gpu(const std::string& cli, const std::filesystem::path& dir,
+                             const std::string& args) {
+    std::filesystem::create_directories(dir);
+    const std::string json_file = (dir / "bench.json").string();
+    const std::string command = cli + " bench gpu --n 2048 --reps 1 --warmup 0 --skip-cublasxt --skip-blur " +
+                                args + " --json " + json_file + " > " + (dir / "out.txt").string() + " 2>&1";
+    BenchRun r;
+    r.rc = std::system(command.c_str());
+    std::ifstream out((dir / "out.txt").string());
+    r.text.assign(std::istreambuf_iterator<char>(out), std::istreambuf_iterator<char>());
+    if (r.rc == 0) {
+        std::ifstream in(json_file);
+        r.json = nlohmann::json::parse(in);
+    }
+    return r;
+}
+
+std::filesystem::path scratch(const std::string& name) {
+    return std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+}
+
 TEST_F(CudaTraceTest, BenchGpuReportsTheTraceOverheadOfTheF32Gemm) {
     const std::string cli = find_cli();
     if (cli.empty()) GTEST_SKIP() << "no outcore binary next to the tests (set OUTCORE_CLI)";
-    const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("outcore-trace-bench-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string json_file = (dir / "bench.json").string();
-    const std::string command = cli + " bench gpu --n 2048 --reps 1 --warmup 0 --skip-npy --skip-cublasxt" +
-                                " --skip-blur --json " + json_file + " > " + (dir / "out.txt").string() +
-                                " 2>&1";
-    const int rc = std::system(command.c_str());
-    std::ifstream out((dir / "out.txt").string());
-    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-    ASSERT_EQ(rc, 0) << text;
-    std::ifstream in(json_file);
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::filesystem::path dir = scratch("outcore-trace-bench");
+    const BenchRun b = run_small_bench_gpu(cli, dir, "--skip-npy");
     std::filesystem::remove_all(dir);
-    ASSERT_TRUE(j.contains("trace_overhead")) << text;
+    ASSERT_EQ(b.rc, 0) << b.text;
+    const nlohmann::json& j = b.json;
+    ASSERT_TRUE(j.contains("trace_overhead")) << b.text;
     const nlohmann::json& t = j["trace_overhead"];
     EXPECT_GT(t["ratio"].get<double>(), 0.0);
     EXPECT_NEAR(t["ratio"].get<double>(),
@@ -167,37 +186,29 @@ TEST_F(CudaTraceTest, BenchGpuReportsTheTraceOverheadOfTheF32Gemm) {
     for (const nlohmann::json& r : j["table"])
         row = row || r["case"].get<std::string>().find("traced") != std::string::npos;
     EXPECT_TRUE(row) << "the table has the traced / untraced row";
-    EXPECT_NE(text.find("traced"), std::string::npos);
+    EXPECT_NE(b.text.find("traced"), std::string::npos);
 }
 
 TEST_F(CudaTraceTest, BenchGpuTracesTheNpyCasesReaderFills) {
     const std::string cli = find_cli();
     if (cli.empty()) GTEST_SKIP() << "no outcore binary next to the tests (set OUTCORE_CLI)";
-    const std::filesystem::path dir =
-        std::filesystem::temp_directory_path() / ("outcore-trace-npy-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
-    const std::string json_file = (dir / "bench.json").string();
-    const std::string command = cli + " bench gpu --n 2048 --reps 1 --warmup 0 --skip-gemm --skip-cublasxt" +
-                                " --skip-blur --npy-dir " + dir.string() + " --trace-dir " +
-                                (dir / "traces").string() + " --json " + json_file + " > " +
-                                (dir / "out.txt").string() + " 2>&1";
-    const int rc = std::system(command.c_str());
-    std::ifstream out((dir / "out.txt").string());
-    const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-    ASSERT_EQ(rc, 0) << text;
-    std::ifstream in(json_file);
-    const nlohmann::json j = nlohmann::json::parse(in);
+    const std::filesystem::path dir = scratch("outcore-trace-npy");
+    const BenchRun b = run_small_bench_gpu(
+        cli, dir, "--skip-gemm --npy-dir " + dir.string() + " --trace-dir " + (dir / "traces").string());
     const std::filesystem::path trace = dir / "traces" / "gemm-npy.trace.json";
-    ASSERT_TRUE(std::filesystem::exists(trace)) << text;
-    const outcore::monitor::TraceSummary s = outcore::monitor::summarize_trace(trace);
+    const bool traced = std::filesystem::exists(trace);
+    const outcore::monitor::TraceSummary s =
+        traced ? outcore::monitor::summarize_trace(trace) : outcore::monitor::TraceSummary{};
     std::filesystem::remove_all(dir);
+    ASSERT_EQ(b.rc, 0) << b.text;
+    ASSERT_TRUE(traced) << b.text;
+    ASSERT_TRUE(b.json.contains("npy")) << b.text;
     // Every byte that went up was read from the files by a reader thread first.
     std::uint64_t read = 0;
     for (const auto& t : s.tracks) {
         if (t.name.starts_with("read ")) read += t.bytes;
     }
-    ASSERT_TRUE(j.contains("npy")) << text;
-    EXPECT_EQ(read, j["npy"]["bytes_read"].get<std::uint64_t>());
+    EXPECT_EQ(read, b.json["npy"]["bytes_read"].get<std::uint64_t>());
     EXPECT_EQ(s.direction("h2d").bytes, read);
 }
 
