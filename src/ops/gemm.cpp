@@ -481,13 +481,35 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     for (std::uint32_t i = 0; i < plan.b_slots; ++i) po.slots.push_back({plan.b_slot_bytes, "gemm.b"});
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) po.slots.push_back({plan.c_slot_bytes, "gemm.c"});
     if (sums_apart) po.slots.push_back({plan.acc_bytes, "gemm.sums"});
-    const std::uint64_t a_chunk_bytes = plan.tile_m * (chunked ? plan.a_chunk_k : plan.tile_k) * w;
+    const bool a_direct = a.direct().has_value();
+    const bool b_direct = b.direct().has_value();
+    // Panel schedules walk C in panel order: "outer" is the panel (a row of tiles for
+    // A panels, a column for B panels), "inner" the tile within it.
+    const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
+    const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
+    // The first chunk's pieces (kFirstChunkPieces): every A chunk goes up in pieces of
+    // piece_k columns where piece_k < tile_k (0: whole). Streamed (square-C) A only from
+    // device-readable memory: a packed piece would hold a whole chunk's staging buffer,
+    // so a chunk's pieces would fill the staging ring. Not for a 16-bit C: the pieces'
+    // GEMMs would round their partial sums into it.
+    const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
+    const std::uint64_t piece_k =
+        !chunked && (a_panel || (a_streamed && a_direct)) && !problem.trans_a &&
+                !options.one_call_per_chunk && !problem.narrow_c && !options.split_c_tiles &&
+                (outer_count == 1 || problem.m % plan.tile_m == 0)
+            ? align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256)
+            : 0;
+    const bool a_in_pieces = piece_k != 0 && piece_k < plan.tile_k;
+    // A staged A in pieces fills a piece at a time: its staging buffers need hold no more.
+    const std::uint64_t a_chunk_bytes = plan.tile_m *
+                                        (chunked       ? plan.a_chunk_k
+                                         : a_in_pieces ? piece_k
+                                                       : plan.tile_k) *
+                                        w;
     const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
     // Staging: enough buffers that each stream's fills can run a ring ahead; none for
     // what moves straight from device-readable memory (DirectMatrix).
-    const bool a_direct = a.direct().has_value();
-    const bool b_direct = b.direct().has_value();
     const bool c_in_packed = beta_nonzero && !options.c_in->direct().has_value();
     const std::uint32_t streams = (a_direct ? 0 : 1) + (b_direct ? 0 : 1) + (c_in_packed ? 1 : 0);
     if (streams > 0) {
@@ -555,10 +577,6 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         beta_nonzero ? options.c_in->direct() : std::optional<io::DirectMatrix>{};
     const bool c_in_direct = c_in_view.has_value();
     const io::DirectMatrix c_in_mem = c_in_view.value_or(io::DirectMatrix{});
-    // Panel schedules walk C in panel order: "outer" is the panel (a row of tiles for
-    // A panels, a column for B panels), "inner" the tile within it.
-    const std::uint64_t outer_count = b_panel ? grid.tile_cols() : grid.tile_rows();
-    const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
     // With retained_b the rows walk a serpentine (odd ones right to left), so a row's
     // last tiles and the next row's first share their B columns.
     auto walked_column = [&](std::uint64_t outer, std::uint64_t inner) {
@@ -572,30 +590,21 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
         return b_panel ? std::pair{r.col, r.size.cols} : std::pair{r.row, r.size.rows};
     };
 
-    // The first chunk's pieces (kFirstChunkPieces): regions of every A ring slot, by
-    // slot index, cut for the first panel's rows.
+    // The first chunk's pieces (piece_k above): regions of every A ring slot, by slot
+    // index, cut for the first panel's rows.
     std::vector<std::vector<tile::SlotId>> a_pieces;
-    std::uint64_t piece_k = 0;
-    const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
-    // Streamed (square-C) A only from device-readable memory: a packed piece would hold
-    // a whole chunk's staging buffer, so a chunk's pieces would fill the staging ring.
-    // Not for a 16-bit C: the pieces' GEMMs would round their partial sums into it.
-    if (!chunked && (a_panel || (a_streamed && a_direct)) && !a_cut.k_rows && !options.one_call_per_chunk &&
-        !problem.narrow_c && !options.split_c_tiles && (outer_count == 1 || problem.m % plan.tile_m == 0)) {
-        piece_k = align_up((plan.tile_k + kFirstChunkPieces - 1) / kFirstChunkPieces, 256);
+    if (a_in_pieces) {
         const std::uint64_t on0 = panel_extent(0).second;
-        if (piece_k < plan.tile_k) {
-            a_pieces.resize(plan.a_slots);
-            for (const tile::SlotId s : a_ring) {
-                for (std::uint64_t k0 = 0; k0 < plan.tile_k; k0 += piece_k) {
-                    const std::uint64_t begin = k0 * on0 * w;
-                    const std::uint64_t end =
-                        k0 + piece_k >= plan.tile_k ? plan.a_slot_bytes : (k0 + piece_k) * on0 * w;
-                    a_pieces[s.index].push_back(p.region(s, begin, end - begin));
-                }
+        a_pieces.resize(plan.a_slots);
+        for (const tile::SlotId s : a_ring) {
+            for (std::uint64_t k0 = 0; k0 < plan.tile_k; k0 += piece_k) {
+                const std::uint64_t begin = k0 * on0 * w;
+                const std::uint64_t end =
+                    k0 + piece_k >= plan.tile_k ? plan.a_slot_bytes : (k0 + piece_k) * on0 * w;
+                a_pieces[s.index].push_back(p.region(s, begin, end - begin));
             }
-            if (a_panel) panel.split(&a_pieces, piece_k);
         }
+        if (a_panel) panel.split(&a_pieces, piece_k);
     }
     // An A slot's memory, whole (a split slot is only reachable through its regions).
     auto a_view = [&](tile::SlotId s) {

@@ -830,6 +830,38 @@ TEST(Gemm, FirstChunkGoesUpInPiecesForAPanelAndSquareC) {
     }
 }
 
+// A packed (staged) A that goes up in k pieces fills one piece per staging buffer, so the
+// ring's buffers hold a piece, not a whole chunk: 256 KiB against 1 MiB here, where A's
+// chunks are the largest upload. (On a GPU host, an .npy A of the f32 bench's plan took
+// 4 GiB of pinned staging, 2.4 s to allocate, for 256 MiB fills.)
+TEST(Gemm, AStagedInPiecesTakesStagingOfAPiece) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    const Case cs{.m = 512,
+                  .n = 96,
+                  .k = 2048,  // chunks of 1024 in 4 pieces of 256
+                  .type = DType::F32,
+                  .schedule = GemmSchedule::APanelResident,
+                  .budget_bytes = 64 * outcore::kMiB,
+                  .tile_m = 256,
+                  .tile_n = 32,
+                  .tile_k = 1024};
+    SCOPED_TRACE(describe(cs));
+    Bound bound(cs, rng);
+    auto& [ops, a, b, c, c0, o] = bound;
+    o.budget_bytes = cs.budget_bytes;
+    const GemmReport r = outcore::ops::gemm(*device, a, b, c, o);
+    EXPECT_LE(relative_error(ops.c, reference(ops.a, ops.b, &ops.c0, o)),
+              error_bound(cs.type, cs.compute, cs.k));
+    // A in 4 pieces a chunk: 2 panels × 2 chunks × 4; B 2 chunks for each of 6 tiles.
+    EXPECT_EQ(r.pipeline.upload_count, 2 * 2 * 4 + 6 * 2);
+    const std::uint64_t piece = 256 * 256 * 4;  // the largest fill: B's chunks are 128 KiB
+    const std::uint64_t rings = 2 * std::max<std::uint64_t>(r.plan.depth, 2);  // A and B streams
+    const std::uint64_t c_staging = 2 * 256 * 32 * 4;                          // C's download ring
+    EXPECT_EQ(r.pipeline.staging_bytes, rings * piece + c_staging);
+    expect_nothing_held(*device);
+}
+
 // With no spare A slot the next panel's first chunk goes up behind the row's last step,
 // and the next row's first B chunk just ahead of it (so that row's first GEMM can start
 // on its first piece) — only at the row's last step: were it sent earlier, a later step
