@@ -578,4 +578,18 @@ TEST(TraceThreads, FourThreadsAllocating) {
     EXPECT_EQ(resident.back()["args"]["device"], 0);  // the last value: everything freed
 }
 
+// The pipeline's reader and writer threads report their fills and drains while the
+// queues report theirs (run under TSan by scripts/test): each on its own track, adding up.
+TEST(TraceThreads, PipelineReadersAndWritersReportBesideTheQueues) {
+    std::mt19937_64 rng(outcore::test::seed());
+    auto device = make_device();
+    TraceRecorder rec;
+    outcore::tile::PipelineStats stats;
+    {
+        ObserverRegistration reg(rec);
+        stats = run_pipeline(*device, rng, static_cast<std::size_t>(outcore::test::scaled(60)), true);
+    }
+    expect_pipeline_trace(parse_checked(rec.to_json()), stats);
+}
+
 }  // namespace
