@@ -243,17 +243,27 @@ void expect_pipeline_trace(const json& doc, const outcore::tile::PipelineStats& 
     }
 }
 
-TEST(Trace, PipelineTracksDoNotOverlapAndBytesAddUp) {
+/// run_pipeline of `tiles` tiles under a recorder: its statistics and the checked trace.
+struct TracedPipeline {
+    outcore::tile::PipelineStats stats;
+    json doc;
+};
+TracedPipeline traced_pipeline(std::size_t tiles, bool measure) {
     std::mt19937_64 rng(outcore::test::seed());
     auto device = make_device();
     TraceRecorder rec;
-    outcore::tile::PipelineStats stats;
+    TracedPipeline out;
     {
         ObserverRegistration reg(rec);
-        stats = run_pipeline(*device, rng, 40, true);
+        out.stats = run_pipeline(*device, rng, tiles, measure);
     }
-    const json doc = parse_checked(rec.to_json());
-    expect_pipeline_trace(doc, stats);
+    out.doc = parse_checked(rec.to_json());
+    expect_pipeline_trace(out.doc, out.stats);
+    return out;
+}
+
+TEST(Trace, PipelineTracksDoNotOverlapAndBytesAddUp) {
+    const json doc = traced_pipeline(40, true).doc;
     // The slots and staging buffers were allocated and freed under the recorder.
     const auto allocs = events_named(doc, "i", "allocate");
     const auto frees = events_named(doc, "i", "free");
@@ -267,17 +277,9 @@ TEST(Trace, PipelineTracksDoNotOverlapAndBytesAddUp) {
 }
 
 TEST(Trace, PipelineIsTracedWithMeasureBusyOff) {
-    std::mt19937_64 rng(outcore::test::seed());
-    auto device = make_device();
-    TraceRecorder rec;
-    outcore::tile::PipelineStats stats;
-    {
-        ObserverRegistration reg(rec);
-        stats = run_pipeline(*device, rng, 12, false);
-    }
+    const outcore::tile::PipelineStats stats = traced_pipeline(12, false).stats;
     EXPECT_EQ(stats.upload_busy_seconds, 0.0);  // the statistics stay as measure_busy says
     EXPECT_EQ(stats.compute_busy_seconds, 0.0);
-    expect_pipeline_trace(parse_checked(rec.to_json()), stats);
 }
 
 TEST(Trace, NothingIsRecordedWithoutRegistration) {
@@ -581,15 +583,7 @@ TEST(TraceThreads, FourThreadsAllocating) {
 // The pipeline's reader and writer threads report their fills and drains while the
 // queues report theirs (run under TSan by scripts/test): each on its own track, adding up.
 TEST(TraceThreads, PipelineReadersAndWritersReportBesideTheQueues) {
-    std::mt19937_64 rng(outcore::test::seed());
-    auto device = make_device();
-    TraceRecorder rec;
-    outcore::tile::PipelineStats stats;
-    {
-        ObserverRegistration reg(rec);
-        stats = run_pipeline(*device, rng, static_cast<std::size_t>(outcore::test::scaled(60)), true);
-    }
-    expect_pipeline_trace(parse_checked(rec.to_json()), stats);
+    (void)traced_pipeline(static_cast<std::size_t>(outcore::test::scaled(60)), true);
 }
 
 }  // namespace
