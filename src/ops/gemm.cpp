@@ -489,8 +489,8 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const std::uint64_t inner_count = b_panel ? grid.tile_rows() : grid.tile_cols();
     // The first chunk's pieces (kFirstChunkPieces): every A chunk goes up in pieces of
     // piece_k columns where piece_k < tile_k (0: whole). Streamed (square-C) A only from
-    // device-readable memory: a packed piece would hold a whole chunk's staging buffer,
-    // so a chunk's pieces would fill the staging ring. Not for a 16-bit C: the pieces'
+    // device-readable memory: packed, one chunk's pieces would take every buffer of the
+    // staging ring it shares with B (not measured). Not for a 16-bit C: the pieces'
     // GEMMs would round their partial sums into it.
     const bool a_streamed = plan.schedule == tile::GemmSchedule::SquareC;
     const std::uint64_t piece_k =
