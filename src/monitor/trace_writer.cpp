@@ -165,6 +165,12 @@ std::uint64_t TraceRecorder::write_to(Sink& out) const {
             track_end[r.track] = end;
         }
         out.print(",\n{{");
+        // An X event's times, after its "ts": key.
+        auto times = [&] {
+            out.micros(begin - origin);
+            out.print(R"(,"dur":)");
+            out.micros(end - begin);
+        };
         switch (r.type) {
             case Type::Op: {
                 const auto kind = static_cast<OpKind>(r.kind);
@@ -173,16 +179,12 @@ std::uint64_t TraceRecorder::write_to(Sink& out) const {
                     out.print(R"("ph":"X","cat":"kernel","name":)");
                     out.string(name);
                     out.print(R"(,"pid":1,"tid":{},"ts":)", tid);
-                    out.micros(begin - origin);
-                    out.print(R"(,"dur":)");
-                    out.micros(end - begin);
+                    times();
                     out.print(R"(,"args":{{}})");
                 } else if (kind == OpKind::HostRead || kind == OpKind::HostWrite) {
                     out.print(R"("ph":"X","cat":"host","name":"{}","pid":1,"tid":{},"ts":)",
                               kind == OpKind::HostRead ? "read" : "write", tid);
-                    out.micros(begin - origin);
-                    out.print(R"(,"dur":)");
-                    out.micros(end - begin);
+                    times();
                     out.print(R"(,"args":{{"bytes":{}}})", r.a);
                 } else {
                     const char* name = kind == OpKind::Upload     ? "upload"
@@ -192,9 +194,7 @@ std::uint64_t TraceRecorder::write_to(Sink& out) const {
                                             : kind == OpKind::Download ? "d2h"
                                                                        : "d2d";
                     out.print(R"("ph":"X","cat":"copy","name":"{}","pid":1,"tid":{},"ts":)", name, tid);
-                    out.micros(begin - origin);
-                    out.print(R"(,"dur":)");
-                    out.micros(end - begin);
+                    times();
                     out.print(R"(,"args":{{"bytes":{},"direction":"{}"}})", r.a, direction);
                 }
                 break;

@@ -386,18 +386,20 @@ std::int64_t Pipeline::now_ns() const noexcept {
         .count();
 }
 
+std::int64_t Pipeline::epoch_ns(std::int64_t t) const noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count() + t;
+}
+
 void Pipeline::report_host(monitor::OpKind kind, std::uint64_t bytes, std::int64_t begin_ns,
                            std::int64_t end_ns) const noexcept {
     if (!monitor::observed() || tls_stage_track.empty()) return;
-    const std::int64_t origin =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
     monitor::report(monitor::OpEvent{.kind = kind,
                                      .queue = tls_stage_track,
                                      .name = kind == monitor::OpKind::HostRead ? "read" : "write",
                                      .bytes = bytes,
                                      .device_id = device_->id(),
-                                     .begin_ns = origin + begin_ns,
-                                     .end_ns = origin + end_ns});
+                                     .begin_ns = epoch_ns(begin_ns),
+                                     .end_ns = epoch_ns(end_ns)});
 }
 
 Pipeline::Interval* Pipeline::begin_busy(unsigned queue) {
@@ -422,15 +424,13 @@ void Pipeline::end_busy(unsigned queue, Interval* interval, std::uint64_t bytes,
         static constexpr std::array<monitor::OpKind, kQueueCount> kKind{
             monitor::OpKind::Upload, monitor::OpKind::Kernel, monitor::OpKind::Download,
             monitor::OpKind::Kernel};
-        const std::int64_t origin =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(start_.time_since_epoch()).count();
         monitor::report(monitor::OpEvent{.kind = kKind[queue],
                                          .queue = kTrack[queue],
                                          .name = name.empty() ? std::string_view(kTrack[queue]) : name,
                                          .bytes = bytes,
                                          .device_id = device_->id(),
-                                         .begin_ns = origin + interval->begin_ns,
-                                         .end_ns = origin + interval->end_ns});
+                                         .begin_ns = epoch_ns(interval->begin_ns),
+                                         .end_ns = epoch_ns(interval->end_ns)});
     });
 }
 

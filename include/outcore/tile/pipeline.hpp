@@ -327,6 +327,8 @@ private:
     void wait_drains_idle();
 
     [[nodiscard]] std::int64_t now_ns() const noexcept;
+    /// A now_ns() time on the monitors' clock (steady-clock nanoseconds since its epoch).
+    [[nodiscard]] std::int64_t epoch_ns(std::int64_t t) const noexcept;
     /// Reports a reader's fill or a writer's drain [begin_ns, end_ns) (now_ns() times) to
     /// the monitors, on the calling HostStage thread's track.
     void report_host(monitor::OpKind kind, std::uint64_t bytes, std::int64_t begin_ns,
