@@ -46,6 +46,8 @@ std::uint32_t default_reader_threads() noexcept {
     return std::clamp<std::uint32_t>(cores / 2, 2, 8);
 }
 constexpr std::uint32_t kDownloadStaging = 2;  // one C tile drains while the next downloads
+/// Packed chunks are filled in parts of at least this many bytes (GemmOptions::fill_part_bytes).
+constexpr std::uint64_t kFillPartBytes = 32ULL << 20;
 
 std::uint64_t op_rows(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.cols() : s.rows(); }
 std::uint64_t op_cols(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.rows() : s.cols(); }
@@ -501,25 +503,34 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
             : 0;
     const bool a_in_pieces = piece_k != 0 && piece_k < plan.tile_k;
     // A staged A in pieces fills a piece at a time: its staging buffers need hold no more.
-    const std::uint64_t a_chunk_bytes = plan.tile_m *
-                                        (chunked       ? plan.a_chunk_k
-                                         : a_in_pieces ? piece_k
-                                                       : plan.tile_k) *
-                                        w;
+    const std::uint64_t a_k = chunked ? plan.a_chunk_k : a_in_pieces ? piece_k : plan.tile_k;
+    const std::uint64_t a_chunk_bytes = plan.tile_m * a_k * w;
     const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
-    // Staging: enough buffers that each stream's fills can run a ring ahead; none for
-    // what moves straight from device-readable memory (DirectMatrix).
+    po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
+    // Packed chunks are filled in parts, several reader threads to a chunk (fill_parts).
+    const std::uint64_t part_bytes = options.fill_part_bytes != 0 ? options.fill_part_bytes : kFillPartBytes;
+    OperandCut a_cut{&a, problem.trans_a, w, a.direct()};
+    OperandCut b_cut{&b, !problem.trans_b, w, b.direct()};
+    a_cut.parts = a_direct ? 1 : detail::fill_parts(a_chunk_bytes, part_bytes, po.reader_threads);
+    b_cut.parts = b_direct ? 1 : detail::fill_parts(b_chunk_bytes, part_bytes, po.reader_threads);
+    // A packed input C (β ≠ 0) goes up tile by tile, cut like an operand whose "k" is C's columns.
     const bool c_in_packed = beta_nonzero && !options.c_in->direct().has_value();
-    const std::uint32_t streams = (a_direct ? 0 : 1) + (b_direct ? 0 : 1) + (c_in_packed ? 1 : 0);
-    if (streams > 0) {
-        po.upload_staging = {.bytes = std::max({a_direct ? 0 : a_chunk_bytes, b_direct ? 0 : b_chunk_bytes,
-                                                c_in_packed ? c_tile_bytes : 0}),
-                             .count = streams * std::max<std::uint32_t>(plan.depth, 2)};
+    OperandCut c_in_cut{options.c_in, false, wc, std::nullopt};
+    if (c_in_packed) c_in_cut.parts = detail::fill_parts(c_tile_bytes, part_bytes, po.reader_threads);
+    // Staging: enough buffers that each stream's fills can run a ring ahead, a part of a
+    // chunk each; none for what moves straight from device-readable memory (DirectMatrix).
+    const std::uint64_t packed_parts =
+        (a_direct ? 0 : a_cut.parts) + (b_direct ? 0 : b_cut.parts) + (c_in_packed ? c_in_cut.parts : 0);
+    if (packed_parts > 0) {
+        po.upload_staging = {
+            .bytes = std::max({a_direct ? 0 : a_cut.largest_part(plan.tile_m, a_k),
+                               b_direct ? 0 : b_cut.largest_part(plan.tile_n, plan.tile_k),
+                               c_in_packed ? c_in_cut.largest_part(plan.tile_m, plan.tile_n) : 0}),
+            .count = static_cast<std::uint32_t>(packed_parts * std::max<std::uint32_t>(plan.depth, 2))};
     }
     if (!c.direct_sink().has_value())
         po.download_staging = {.bytes = c_tile_bytes, .count = kDownloadStaging};
-    po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
     po.writer_threads = options.writer_threads != 0 ? options.writer_threads : kDefaultWriterThreads;
     po.measure_busy = options.measure_busy;
     po.staging_cache = options.staging_cache;
@@ -567,8 +578,6 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     for (std::uint32_t i = 0; i < plan.c_slots; ++i) c_ring.push_back(tile::SlotId{next++});
     const tile::SlotId sums_slot{sums_apart ? next++ : 0};
 
-    const OperandCut a_cut{&a, problem.trans_a, w, a.direct()};
-    const OperandCut b_cut{&b, !problem.trans_b, w, b.direct()};
     // Plain values, not optionals: GCC 12 misreads an optional's engaged state here.
     const std::optional<io::DirectMatrix> c_sink_view = c.direct_sink();
     const bool c_direct = c_sink_view.has_value();
@@ -760,11 +769,7 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
                                  c_part_shape(c_in_mem, tw.mi, part.cols));
                 continue;
             }
-            const io::MatrixSource* c_in = options.c_in;
-            p.upload(part.slot, 0, tw.mi * part.cols * wc,
-                     [c_in, tw, j0, cols = part.cols](std::span<std::byte> s) {
-                         c_in->read(tw.i0, j0, tw.mi, cols, s.data(), tw.mi);
-                     });
+            c_in_cut.upload(p, part.slot, tw.i0, j0, tw.mi, part.cols);
         }
         return tw;
     };

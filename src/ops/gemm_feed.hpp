@@ -28,6 +28,9 @@ struct OperandCut {
     std::uint64_t w = 0;
     /// Device-readable memory: chunks go up with one 2-D copy, no packing.
     std::optional<io::DirectMatrix> direct = std::nullopt;
+    /// A packed chunk is filled in this many parts (fill_parts below), each its own
+    /// upload, so that as many reader threads read one chunk at once.
+    std::uint64_t parts = 1;
 
     /// Leading dimension of a packed chunk, in elements.
     [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
@@ -59,14 +62,49 @@ struct OperandCut {
                                     .buffer_pitch_bytes = pitch});
             return;
         }
+        // Parts are runs of the stored columns: outer ranges where k runs along the
+        // rows, k ranges otherwise.
         const OperandCut cut = *this;
-        p.upload(
-            slot, offset,
-            Copy2D{
-                .width_bytes = nr * w, .rows = nc, .host_pitch_bytes = nr * w, .buffer_pitch_bytes = pitch},
-            [cut, o0, k0, on, kn](std::span<std::byte> s) { cut.read(o0, k0, on, kn, s.data()); });
+        const std::uint64_t per = part_columns(nc);
+        for (std::uint64_t c = 0; c < nc; c += per) {
+            const std::uint64_t cn = std::min(per, nc - c);
+            const std::uint64_t po0 = k_rows ? o0 + c : o0;
+            const std::uint64_t pon = k_rows ? cn : on;
+            const std::uint64_t pk0 = k_rows ? k0 : k0 + c;
+            const std::uint64_t pkn = k_rows ? kn : cn;
+            p.upload(slot, offset + c * pitch,
+                     Copy2D{.width_bytes = nr * w,
+                            .rows = cn,
+                            .host_pitch_bytes = nr * w,
+                            .buffer_pitch_bytes = pitch},
+                     [cut, po0, pk0, pon, pkn](std::span<std::byte> s) {
+                         cut.read(po0, pk0, pon, pkn, s.data());
+                     });
+        }
+    }
+    /// Stored columns in each part of a packed chunk of `nc` of them (the last part
+    /// may have fewer).
+    [[nodiscard]] std::uint64_t part_columns(std::uint64_t nc) const noexcept {
+        const std::uint64_t n = std::clamp<std::uint64_t>(parts, 1, std::max<std::uint64_t>(nc, 1));
+        return (nc + n - 1) / n;
+    }
+    /// Bytes of the largest part of a packed chunk of at most `on` × `kn` elements (its
+    /// staging buffer).
+    [[nodiscard]] std::uint64_t largest_part(std::uint64_t on, std::uint64_t kn) const noexcept {
+        return k_rows ? kn * w * part_columns(on) : on * w * part_columns(kn);
     }
 };
+
+/// Parts to fill a packed chunk of `chunk_bytes` in (OperandCut::parts): one per
+/// `part_bytes`, at most one per reader thread. A GEMM's fills of one operand run one
+/// step at a time (the step's compute waits for them), so a chunk read by one thread
+/// leaves the disk at one request in flight and the other readers idle
+/// (docs/pipeline.md, "Overlap and back-pressure").
+[[nodiscard]] inline std::uint64_t fill_parts(std::uint64_t chunk_bytes, std::uint64_t part_bytes,
+                                              std::uint32_t reader_threads) noexcept {
+    if (part_bytes == 0) return 1;
+    return std::clamp<std::uint64_t>(chunk_bytes / part_bytes, 1, std::max<std::uint32_t>(reader_threads, 1));
+}
 
 /// Which panel a feeder is on: its index, its outer range and the next one's.
 struct PanelCursor {

@@ -85,6 +85,10 @@ struct GemmOptions {
     /// writing C (0: 1).
     std::uint32_t reader_threads = 0;
     std::uint32_t writer_threads = 0;
+    /// A chunk packed from a source that is not device-readable (a file, pageable
+    /// memory) is filled in parts of at least this many bytes, at most one per reader
+    /// thread, so that several threads read it at once (0: 32 MiB).
+    std::uint64_t fill_part_bytes = 0;
     /// Per-queue busy times and the hidden-transfer fraction (two host tasks per op).
     bool measure_busy = true;
     /// Pinned staging kept across calls (null: allocated and freed by this call).
