@@ -95,9 +95,10 @@ void to_bf16(const float* src, std::uint16_t* dst, std::uint64_t count);
                                        DType c_type, std::uint64_t n, DType type, int samples,
                                        std::uint64_t seed);
 
-/// Reading `path` start to end with pread in 8 MiB pieces, after asking the kernel to
-/// drop it from the page cache (posix_fadvise DONTNEED): bytes per second.
-[[nodiscard]] double disk_read_bandwidth(const std::string& path);
+/// Reading `path` with pread in 8 MiB pieces, after asking the kernel to drop it from the
+/// page cache (posix_fadvise DONTNEED): bytes per second. `streams` threads each read
+/// their own contiguous share start to end (1: the whole file in order).
+[[nodiscard]] double disk_read_bandwidth(const std::string& path, unsigned streams = 1);
 /// Asks the kernel to drop `path` from the page cache (best effort).
 void drop_page_cache(const std::string& path) noexcept;
 /// Runs `run` with a trace recorded to `path` (its directory made first); runs it

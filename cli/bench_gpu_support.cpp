@@ -1,8 +1,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "bench_gpu.hpp"
 #include "outcore/core/error.hpp"
@@ -384,27 +387,45 @@ void drop_page_cache(const std::string& path) noexcept {
     (void)::close(fd);
 }
 
-double disk_read_bandwidth(const std::string& path) {
+double disk_read_bandwidth(const std::string& path, unsigned streams) {
     drop_page_cache(path);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw_io(path, "open");
-    constexpr std::size_t kPiece = 8 << 20;
-    std::unique_ptr<std::byte[]> buffer(new std::byte[kPiece]);
-    std::uint64_t total = 0;
-    const auto start = Clock::now();
-    for (;;) {
-        const ssize_t got = ::pread(fd, buffer.get(), kPiece, static_cast<off_t>(total));
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            (void)::close(fd);
-            throw_io(path, "pread");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        (void)::close(fd);
+        throw_io(path, "fstat");
+    }
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    streams = std::max(streams, 1U);
+    constexpr std::uint64_t kPiece = 8 << 20;
+    // Stream i reads [i·size/streams, (i+1)·size/streams) onward, kPiece at a time.
+    std::atomic<bool> failed{false};
+    auto read_span = [&](std::uint64_t begin, std::uint64_t end) {
+        std::unique_ptr<std::byte[]> buffer(new std::byte[kPiece]);
+        for (std::uint64_t at = begin; at < end && !failed.load();) {
+            const ssize_t got =
+                ::pread(fd, buffer.get(), static_cast<std::size_t>(std::min(kPiece, end - at)),
+                        static_cast<off_t>(at));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) {
+                failed = true;
+                return;
+            }
+            at += static_cast<std::uint64_t>(got);
         }
-        if (got == 0) break;
-        total += static_cast<std::uint64_t>(got);
+    };
+    const auto start = Clock::now();
+    {
+        std::vector<std::jthread> threads;
+        for (unsigned i = 0; i < streams; ++i) {
+            threads.emplace_back(read_span, size * i / streams, size * (i + 1) / streams);
+        }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     (void)::close(fd);
-    return seconds > 0 ? static_cast<double>(total) / seconds : 0;
+    if (failed) throw_io(path, "pread");
+    return seconds > 0 ? static_cast<double>(size) / seconds : 0;
 }
 
 void write_npy_f32(const std::string& path, const float* data, std::uint64_t n) {
