@@ -541,19 +541,20 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         const double read_bytes = static_cast<double>(r.pipeline.bytes_uploaded);
         const double disk_bound_s = read_bytes / disk;
         const double bound_s = std::max(in_core.f32, disk_bound_s);
-        record["npy"] = {{"disk_read_Bps", disk},
-                         {"disk_read_1_stream_Bps", disk_1},
-                         {"disk_read_8_streams_Bps", disk_8},
-                         {"fill_part_bytes", o.fill_part_bytes},
-                         {"seconds", r.seconds},
-                         {"tflops", flops / r.seconds * 1e-12},
-                         {"bytes_read", r.pipeline.bytes_uploaded},
-                         {"read_Bps", read_bytes / r.seconds},
-                         {"bound_s", bound_s},
-                         {"of_bound", bound_s / r.seconds},
-                         {"schedule", tile::to_string(plan.schedule)},
-                         {"read_busy_s", r.read_busy_seconds},
-                         {"max_sample_error", err}};
+        record["npy"] = {
+            {"disk_read_Bps", disk},
+            {"disk_read_1_stream_Bps", disk_1},
+            {"disk_read_8_streams_Bps", disk_8},
+            {"fill_part_bytes", o.fill_part_bytes != 0 ? o.fill_part_bytes : ops::kDefaultFillPartBytes},
+            {"seconds", r.seconds},
+            {"tflops", flops / r.seconds * 1e-12},
+            {"bytes_read", r.pipeline.bytes_uploaded},
+            {"read_Bps", read_bytes / r.seconds},
+            {"bound_s", bound_s},
+            {"of_bound", bound_s / r.seconds},
+            {"schedule", tile::to_string(plan.schedule)},
+            {"read_busy_s", r.read_busy_seconds},
+            {"max_sample_error", err}};
         say(fmt::format(
             "out-of-core f32 from .npy ({}): {} in {}, read {} at {} (disk alone {} in one stream, "
             "{} in 8; page cache dropped first), {} of max(in-core, bytes read / disk), sample "

@@ -389,26 +389,32 @@ void drop_page_cache(const std::string& path) noexcept {
 
 double disk_read_bandwidth(const std::string& path, unsigned streams) {
     drop_page_cache(path);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw_io(path, "open");
+    struct Fd {
+        int fd;
+        ~Fd() {
+            if (fd >= 0) (void)::close(fd);
+        }
+    } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (file.fd < 0) throw_io(path, "open");
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        (void)::close(fd);
-        throw_io(path, "fstat");
-    }
+    if (::fstat(file.fd, &st) != 0) throw_io(path, "fstat");
     const auto size = static_cast<std::uint64_t>(st.st_size);
     streams = std::max(streams, 1U);
     constexpr std::uint64_t kPiece = 8 << 20;
-    // Stream i reads [i·size/streams, (i+1)·size/streams) onward, kPiece at a time.
+    std::vector<std::unique_ptr<std::byte[]>> buffers;
+    for (unsigned i = 0; i < streams; ++i) buffers.emplace_back(new std::byte[kPiece]);
+    // Stream i reads [i·size/streams, (i+1)·size/streams) onward, kPiece at a time. The
+    // first failure's errno (0: the file ended early) ends every stream.
     std::atomic<bool> failed{false};
-    auto read_span = [&](std::uint64_t begin, std::uint64_t end) {
-        std::unique_ptr<std::byte[]> buffer(new std::byte[kPiece]);
+    std::atomic<int> error{0};
+    auto read_span = [&](std::byte* buffer, std::uint64_t begin, std::uint64_t end) {
         for (std::uint64_t at = begin; at < end && !failed.load();) {
-            const ssize_t got =
-                ::pread(fd, buffer.get(), static_cast<std::size_t>(std::min(kPiece, end - at)),
-                        static_cast<off_t>(at));
+            const ssize_t got = ::pread(file.fd, buffer, static_cast<std::size_t>(std::min(kPiece, end - at)),
+                                        static_cast<off_t>(at));
             if (got < 0 && errno == EINTR) continue;
             if (got <= 0) {
+                int expected = 0;
+                (void)error.compare_exchange_strong(expected, got < 0 ? errno : 0);
                 failed = true;
                 return;
             }
@@ -419,12 +425,19 @@ double disk_read_bandwidth(const std::string& path, unsigned streams) {
     {
         std::vector<std::jthread> threads;
         for (unsigned i = 0; i < streams; ++i) {
-            threads.emplace_back(read_span, size * i / streams, size * (i + 1) / streams);
+            threads.emplace_back(read_span, buffers[i].get(), size * i / streams, size * (i + 1) / streams);
         }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    (void)::close(fd);
-    if (failed) throw_io(path, "pread");
+    if (failed) {
+        if (error.load() == 0) {
+            throw IoError(kComponent,
+                          fmt::format("pread '{}': the file ended before its {} bytes were read", path, size),
+                          0, path, "pread");
+        }
+        errno = error.load();
+        throw_io(path, "pread");
+    }
     return seconds > 0 ? static_cast<double>(size) / seconds : 0;
 }
 

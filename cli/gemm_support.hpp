@@ -48,6 +48,7 @@ public:
     [[nodiscard]] std::uint64_t rows() const noexcept override { return source_->rows(); }
     [[nodiscard]] std::uint64_t cols() const noexcept override { return source_->cols(); }
     [[nodiscard]] DType dtype() const noexcept override { return DType::BF16; }
+    [[nodiscard]] bool row_major() const noexcept override { return source_->row_major(); }
 
 private:
     void do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,

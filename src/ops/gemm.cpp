@@ -46,8 +46,6 @@ std::uint32_t default_reader_threads() noexcept {
     return std::clamp<std::uint32_t>(cores / 2, 2, 8);
 }
 constexpr std::uint32_t kDownloadStaging = 2;  // one C tile drains while the next downloads
-/// Packed chunks are filled in parts of at least this many bytes (GemmOptions::fill_part_bytes).
-constexpr std::uint64_t kFillPartBytes = 32ULL << 20;
 
 std::uint64_t op_rows(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.cols() : s.rows(); }
 std::uint64_t op_cols(const io::MatrixSource& s, bool trans) noexcept { return trans ? s.rows() : s.cols(); }
@@ -504,29 +502,29 @@ GemmReport execute_gemm(Device& device, const tile::GemmPlan& plan, const io::Ma
     const bool a_in_pieces = piece_k != 0 && piece_k < plan.tile_k;
     // A staged A in pieces fills a piece at a time: its staging buffers need hold no more.
     const std::uint64_t a_k = chunked ? plan.a_chunk_k : a_in_pieces ? piece_k : plan.tile_k;
-    const std::uint64_t a_chunk_bytes = plan.tile_m * a_k * w;
-    const std::uint64_t b_chunk_bytes = plan.tile_k * plan.tile_n * w;
     const std::uint64_t c_tile_bytes = plan.tile_m * plan.tile_n * wc;
     po.reader_threads = options.reader_threads != 0 ? options.reader_threads : default_reader_threads();
     // Packed chunks are filled in parts, several reader threads to a chunk (fill_parts).
-    const std::uint64_t part_bytes = options.fill_part_bytes != 0 ? options.fill_part_bytes : kFillPartBytes;
+    const std::uint64_t part_bytes =
+        options.fill_part_bytes != 0 ? options.fill_part_bytes : kDefaultFillPartBytes;
     OperandCut a_cut{&a, problem.trans_a, w, a.direct()};
     OperandCut b_cut{&b, !problem.trans_b, w, b.direct()};
-    a_cut.parts = a_direct ? 1 : detail::fill_parts(a_chunk_bytes, part_bytes, po.reader_threads);
-    b_cut.parts = b_direct ? 1 : detail::fill_parts(b_chunk_bytes, part_bytes, po.reader_threads);
+    const std::uint64_t a_part =
+        a_direct ? 0 : a_cut.cut_parts(plan.tile_m, a_k, part_bytes, po.reader_threads);
+    const std::uint64_t b_part =
+        b_direct ? 0 : b_cut.cut_parts(plan.tile_n, plan.tile_k, part_bytes, po.reader_threads);
     // A packed input C (β ≠ 0) goes up tile by tile, cut like an operand whose "k" is C's columns.
     const bool c_in_packed = beta_nonzero && !options.c_in->direct().has_value();
     OperandCut c_in_cut{options.c_in, false, wc, std::nullopt};
-    if (c_in_packed) c_in_cut.parts = detail::fill_parts(c_tile_bytes, part_bytes, po.reader_threads);
+    const std::uint64_t c_in_part =
+        c_in_packed ? c_in_cut.cut_parts(plan.tile_m, plan.tile_n, part_bytes, po.reader_threads) : 0;
     // Staging: enough buffers that each stream's fills can run a ring ahead, a part of a
     // chunk each; none for what moves straight from device-readable memory (DirectMatrix).
     const std::uint64_t packed_parts =
         (a_direct ? 0 : a_cut.parts) + (b_direct ? 0 : b_cut.parts) + (c_in_packed ? c_in_cut.parts : 0);
     if (packed_parts > 0) {
         po.upload_staging = {
-            .bytes = std::max({a_direct ? 0 : a_cut.largest_part(plan.tile_m, a_k),
-                               b_direct ? 0 : b_cut.largest_part(plan.tile_n, plan.tile_k),
-                               c_in_packed ? c_in_cut.largest_part(plan.tile_m, plan.tile_n) : 0}),
+            .bytes = std::max({a_part, b_part, c_in_part}),
             .count = static_cast<std::uint32_t>(packed_parts * std::max<std::uint32_t>(plan.depth, 2))};
     }
     if (!c.direct_sink().has_value())

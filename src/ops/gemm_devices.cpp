@@ -34,6 +34,7 @@ public:
         if (d) d->data += (row0_ + col0_ * d->ld_elements) * dtype_bytes(s_.dtype());
         return d;
     }
+    [[nodiscard]] bool row_major() const noexcept override { return s_.row_major(); }
 
 private:
     void do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,

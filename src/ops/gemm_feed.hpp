@@ -16,6 +16,17 @@
 
 namespace outcore::ops::detail {
 
+/// Parts to fill a packed chunk of `chunk_bytes` in (OperandCut::cut_parts): one per
+/// `part_bytes`, at most one per reader thread. A GEMM's fills of one operand run one
+/// step at a time (the step's compute waits for them), so a chunk read by one thread
+/// leaves the disk at one request in flight and the other readers idle
+/// (docs/pipeline.md, "Overlap and back-pressure").
+[[nodiscard]] inline std::uint64_t fill_parts(std::uint64_t chunk_bytes, std::uint64_t part_bytes,
+                                              std::uint32_t reader_threads) noexcept {
+    if (part_bytes == 0) return 1;
+    return std::clamp<std::uint64_t>(chunk_bytes / part_bytes, 1, std::max<std::uint32_t>(reader_threads, 1));
+}
+
 /// How one input operand is cut into k-chunks. "Outer" is the operand's C dimension:
 /// m for A, n for B. A chunk covers outer range [o0, o0 + on) and k range [k0, k0 + kn)
 /// and is packed in the operand's stored orientation, so the kernel transposes (or
@@ -28,9 +39,28 @@ struct OperandCut {
     std::uint64_t w = 0;
     /// Device-readable memory: chunks go up with one 2-D copy, no packing.
     std::optional<io::DirectMatrix> direct = std::nullopt;
-    /// A packed chunk is filled in this many parts (fill_parts below), each its own
-    /// upload, so that as many reader threads read one chunk at once.
+    /// Packed chunks are filled in parts (cut_parts), each its own upload, so that several
+    /// reader threads fill one chunk at once: runs of part_span stored columns, or of stored
+    /// rows where the source keeps its rows contiguous (MatrixSource::row_major), so that
+    /// every part reads whole runs of the source. 0: a chunk in one fill.
+    std::uint64_t part_span = 0;
+    bool part_rows = false;
+    /// The parts of the largest chunk: the most one upload is cut into.
     std::uint64_t parts = 1;
+
+    /// Cuts packed chunks of at most `on` × `kn` elements into parts of at least `part_bytes`
+    /// (fill_parts), at most `reader_threads`; smaller chunks into parts of the same span.
+    /// Returns the largest part's bytes (a staging buffer holds one).
+    std::uint64_t cut_parts(std::uint64_t on, std::uint64_t kn, std::uint64_t part_bytes,
+                            std::uint32_t reader_threads) {
+        const std::uint64_t nr = k_rows ? kn : on;
+        const std::uint64_t nc = k_rows ? on : kn;
+        part_rows = source->row_major();
+        const std::uint64_t along = std::max<std::uint64_t>(part_rows ? nr : nc, 1);
+        parts = std::min(fill_parts(nr * nc * w, part_bytes, reader_threads), along);
+        part_span = (along + parts - 1) / parts;
+        return part_span * (part_rows ? nc : nr) * w;
+    }
 
     /// Leading dimension of a packed chunk, in elements.
     [[nodiscard]] std::uint64_t ld(std::uint64_t on, std::uint64_t kn) const noexcept {
@@ -62,49 +92,32 @@ struct OperandCut {
                                     .buffer_pitch_bytes = pitch});
             return;
         }
-        // Parts are runs of the stored columns: outer ranges where k runs along the
-        // rows, k ranges otherwise.
+        // A part is stored rows [pr0, pr0 + prn) × columns [pc0, pc0 + pcn) of the chunk;
+        // stored rows are k where k runs along them, the outer dimension otherwise.
         const OperandCut cut = *this;
-        const std::uint64_t per = part_columns(nc);
-        for (std::uint64_t c = 0; c < nc; c += per) {
-            const std::uint64_t cn = std::min(per, nc - c);
-            const std::uint64_t po0 = k_rows ? o0 + c : o0;
-            const std::uint64_t pon = k_rows ? cn : on;
-            const std::uint64_t pk0 = k_rows ? k0 : k0 + c;
-            const std::uint64_t pkn = k_rows ? kn : cn;
-            p.upload(slot, offset + c * pitch,
-                     Copy2D{.width_bytes = nr * w,
-                            .rows = cn,
-                            .host_pitch_bytes = nr * w,
+        const std::uint64_t along = part_rows ? nr : nc;
+        const std::uint64_t per = part_span == 0 ? along : part_span;
+        for (std::uint64_t at = 0; at < along; at += per) {
+            const std::uint64_t n = std::min(per, along - at);
+            const std::uint64_t pr0 = part_rows ? at : 0;
+            const std::uint64_t prn = part_rows ? n : nr;
+            const std::uint64_t pc0 = part_rows ? 0 : at;
+            const std::uint64_t pcn = part_rows ? nc : n;
+            const std::uint64_t po0 = o0 + (k_rows ? pc0 : pr0);
+            const std::uint64_t pon = k_rows ? pcn : prn;
+            const std::uint64_t pk0 = k0 + (k_rows ? pr0 : pc0);
+            const std::uint64_t pkn = k_rows ? prn : pcn;
+            p.upload(slot, offset + pr0 * w + pc0 * pitch,
+                     Copy2D{.width_bytes = prn * w,
+                            .rows = pcn,
+                            .host_pitch_bytes = prn * w,
                             .buffer_pitch_bytes = pitch},
                      [cut, po0, pk0, pon, pkn](std::span<std::byte> s) {
                          cut.read(po0, pk0, pon, pkn, s.data());
                      });
         }
     }
-    /// Stored columns in each part of a packed chunk of `nc` of them (the last part
-    /// may have fewer).
-    [[nodiscard]] std::uint64_t part_columns(std::uint64_t nc) const noexcept {
-        const std::uint64_t n = std::clamp<std::uint64_t>(parts, 1, std::max<std::uint64_t>(nc, 1));
-        return (nc + n - 1) / n;
-    }
-    /// Bytes of the largest part of a packed chunk of at most `on` × `kn` elements (its
-    /// staging buffer).
-    [[nodiscard]] std::uint64_t largest_part(std::uint64_t on, std::uint64_t kn) const noexcept {
-        return k_rows ? kn * w * part_columns(on) : on * w * part_columns(kn);
-    }
 };
-
-/// Parts to fill a packed chunk of `chunk_bytes` in (OperandCut::parts): one per
-/// `part_bytes`, at most one per reader thread. A GEMM's fills of one operand run one
-/// step at a time (the step's compute waits for them), so a chunk read by one thread
-/// leaves the disk at one request in flight and the other readers idle
-/// (docs/pipeline.md, "Overlap and back-pressure").
-[[nodiscard]] inline std::uint64_t fill_parts(std::uint64_t chunk_bytes, std::uint64_t part_bytes,
-                                              std::uint32_t reader_threads) noexcept {
-    if (part_bytes == 0) return 1;
-    return std::clamp<std::uint64_t>(chunk_bytes / part_bytes, 1, std::max<std::uint32_t>(reader_threads, 1));
-}
 
 /// Which panel a feeder is on: its index, its outer range and the next one's.
 struct PanelCursor {

@@ -68,6 +68,11 @@ public:
     /// default: none, and tiles are packed through read()).
     [[nodiscard]] virtual std::optional<DirectMatrix> direct() const { return std::nullopt; }
 
+    /// Whether the matrix keeps its rows contiguous where it is stored (row-major memory, a
+    /// C-order file), so that a block of whole rows reads in long runs; default: its columns.
+    /// Readers cutting a block in parts cut it along this (ops::gemm's packed fills).
+    [[nodiscard]] virtual bool row_major() const noexcept { return false; }
+
 protected:
     MatrixSource() = default;
     MatrixSource(const MatrixSource&) = default;
@@ -138,6 +143,7 @@ public:
     [[nodiscard]] DType dtype() const noexcept override { return dtype_; }
     [[nodiscard]] Layout layout() const noexcept { return layout_; }
     [[nodiscard]] std::uint64_t ld_elements() const noexcept { return ld_; }
+    [[nodiscard]] bool row_major() const noexcept override { return layout_ == Layout::RowMajor; }
 
     /// Declares that the device can address this memory directly: it is pinned host
     /// memory of that device (MemoryKind::HostPinned, or registered with it). Only a

@@ -91,6 +91,7 @@ public:
     [[nodiscard]] DType dtype() const noexcept override { return header_.dtype; }
     [[nodiscard]] const NpyHeader& header() const noexcept { return header_; }
     [[nodiscard]] const std::string& path() const noexcept { return file_.path(); }
+    [[nodiscard]] bool row_major() const noexcept override { return !header_.fortran_order; }
 
 private:
     void do_read(std::uint64_t row0, std::uint64_t col0, std::uint64_t rows, std::uint64_t cols,

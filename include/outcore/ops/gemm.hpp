@@ -44,6 +44,9 @@
 
 namespace outcore::ops {
 
+/// GemmOptions::fill_part_bytes where it is 0.
+inline constexpr std::uint64_t kDefaultFillPartBytes = 32ULL << 20;
+
 struct GemmOptions {
     /// Input element type: F32, F64, BF16 or F16 (16-bit floats store C in f32).
     DType type = DType::F32;
@@ -87,7 +90,7 @@ struct GemmOptions {
     std::uint32_t writer_threads = 0;
     /// A chunk packed from a source that is not device-readable (a file, pageable
     /// memory) is filled in parts of at least this many bytes, at most one per reader
-    /// thread, so that several threads read it at once (0: 32 MiB).
+    /// thread, so that several threads read it at once (0: kDefaultFillPartBytes, 32 MiB).
     std::uint64_t fill_part_bytes = 0;
     /// Per-queue busy times and the hidden-transfer fraction (two host tasks per op).
     bool measure_busy = true;
