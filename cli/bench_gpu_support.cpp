@@ -391,6 +391,9 @@ double disk_read_bandwidth(const std::string& path, unsigned streams) {
     drop_page_cache(path);
     struct Fd {
         int fd;
+        explicit Fd(int f) : fd(f) {}
+        Fd(const Fd&) = delete;
+        Fd& operator=(const Fd&) = delete;
         ~Fd() {
             if (fd >= 0) (void)::close(fd);
         }
@@ -403,8 +406,8 @@ double disk_read_bandwidth(const std::string& path, unsigned streams) {
     constexpr std::uint64_t kPiece = 8 << 20;
     std::vector<std::unique_ptr<std::byte[]>> buffers;
     for (unsigned i = 0; i < streams; ++i) buffers.emplace_back(new std::byte[kPiece]);
-    // Stream i reads [i·size/streams, (i+1)·size/streams) onward, kPiece at a time. The
-    // first failure's errno (0: the file ended early) ends every stream.
+    // Stream i reads [i·size/streams, (i+1)·size/streams) onward, kPiece at a time. A
+    // failure ends every stream; its errno is kept (0: the file ended early).
     std::atomic<bool> failed{false};
     std::atomic<int> error{0};
     auto read_span = [&](std::byte* buffer, std::uint64_t begin, std::uint64_t end) {
@@ -424,8 +427,15 @@ double disk_read_bandwidth(const std::string& path, unsigned streams) {
     const auto start = Clock::now();
     {
         std::vector<std::jthread> threads;
-        for (unsigned i = 0; i < streams; ++i) {
-            threads.emplace_back(read_span, buffers[i].get(), size * i / streams, size * (i + 1) / streams);
+        threads.reserve(streams);
+        try {
+            for (unsigned i = 0; i < streams; ++i) {
+                threads.emplace_back(read_span, buffers[i].get(), size * i / streams,
+                                     size * (i + 1) / streams);
+            }
+        } catch (...) {
+            failed = true;  // the streams already running stop; their threads join here
+            throw;
         }
     }
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
