@@ -516,8 +516,9 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         } cleanup{pa, pb};
         // The disk read in one stream and in as many as the GEMM has reader threads: the
         // bound takes the faster (an NVMe disk reads faster with several requests in flight).
+        constexpr std::uint32_t kReaders = 8;
         const double disk_1 = disk_read_bandwidth(pa);
-        const double disk_8 = disk_read_bandwidth(pa, 8);
+        const double disk_8 = disk_read_bandwidth(pa, kReaders);
         const double disk = std::max(disk_1, disk_8);
         drop_page_cache(pa);
         drop_page_cache(pb);
@@ -525,7 +526,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         io::NpyMatrixReader fb(pb);
         ops::GemmOptions o{.type = DType::F32,
                            .budget_bytes = f32_ops / 4,
-                           .reader_threads = 8,
+                           .reader_threads = kReaders,
                            .fill_part_bytes = f.npy_part_mib << 20,
                            .staging_cache = &staging,
                            .device_cache = &slots,
