@@ -24,9 +24,13 @@
 //   ./panel_probe quick      # the copy calls only (no gather kernel, no host staging)
 //   ./panel_probe order      # the rate by pinned allocation
 //   ./panel_probe after      # the rate by what ran before
+//   ./panel_probe huge       # `after` from pinned memory made three ways: cudaHostAlloc,
+//                            # and mmap'd pages registered with cudaHostRegister, without
+//                            # and with transparent huge pages (MADV_HUGEPAGE)
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -322,7 +326,7 @@ int allocation_order() {
 /// chunk copies at 44-48 GB/s with almost nothing beside them, where the same copies alone
 /// run at 55: is it what ran before them?
 int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const __nv_bfloat16* gA,
-                const __nv_bfloat16* gB, float* gC, int sms) {
+                const __nv_bfloat16* gB, float* gC, int sms, bool with_gather = true) {
     Streams st(2);
     constexpr int kChunks = 8;
     std::vector<cudaEvent_t> ev(kChunks + 2);
@@ -376,6 +380,7 @@ int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const _
     std::printf("128 MiB chunk copies, GB/s each, in order:\n");
     for (int rep = 0; rep < 2; ++rep) {
         for (const int kind : {1, 0, 2}) {
+            if (kind == 2 && !with_gather) continue;
             series(kind, 0, 0);
             series(kind, 64, 0);
             series(kind, 64, 200);
@@ -387,6 +392,35 @@ int after_gemms(const std::byte* hA, std::byte* dA, cublasHandle_t blas, const _
     }
     for (auto e : ev) CK(cudaEventDestroy(e));
     return 0;
+}
+
+/// `bytes` of anonymous memory on a 2 MiB boundary, with transparent huge pages asked for
+/// (MADV_HUGEPAGE) or not, touched, then pinned and registered with cudaHostRegister.
+std::byte* registered(std::uint64_t bytes, bool huge) {
+    constexpr std::uint64_t kAlign = 2 * kMiB;
+    void* raw = mmap(nullptr, bytes + kAlign, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
+        std::printf("mmap failed\n");
+        std::exit(1);
+    }
+    auto* p =
+        reinterpret_cast<std::byte*>((reinterpret_cast<std::uintptr_t>(raw) + kAlign - 1) & ~(kAlign - 1));
+    if (madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0) std::printf("madvise failed\n");
+    std::memset(p, 1, bytes);
+    CK(cudaHostRegister(p, bytes, cudaHostRegisterPortable));
+    return p;
+}
+
+/// AnonHugePages of /proc/meminfo, in MiB (-1 when it cannot be read).
+long anon_huge_mib() {
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    if (f == nullptr) return -1;
+    char line[256];
+    long kib = -1;
+    while (std::fgets(line, sizeof line, f) != nullptr)
+        if (std::sscanf(line, "AnonHugePages: %ld kB", &kib) == 1) break;
+    std::fclose(f);
+    return kib < 0 ? -1 : kib / 1024;
 }
 
 }  // namespace
@@ -425,6 +459,24 @@ int main(int argc, char** argv) {
     CK(cublasCreate(&blas));
     if (argc > 1 && std::strcmp(argv[1], "after") == 0)
         return after_gemms(hA, dA, blas, gA, gB, gC, prop.multiProcessorCount);
+    if (argc > 1 && std::strcmp(argv[1], "huge") == 0) {
+        if (std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+            char line[128] = {};
+            if (std::fgets(line, sizeof line, f) != nullptr) std::printf("transparent_hugepage: %s", line);
+            std::fclose(f);
+        }
+        std::printf("== cudaHostAlloc (AnonHugePages %ld MiB)\n", anon_huge_mib());
+        int rc = after_gemms(hA, dA, blas, gA, gB, gC, prop.multiProcessorCount, false);
+        for (const bool huge : {false, true}) {
+            const long before = anon_huge_mib();
+            std::byte* h = registered(kPitch * kCols, huge);
+            std::printf("== mmap + cudaHostRegister, %s (AnonHugePages %ld -> %ld MiB)\n",
+                        huge ? "MADV_HUGEPAGE" : "MADV_NOHUGEPAGE", before, anon_huge_mib());
+            rc |= after_gemms(h, dA, blas, gA, gB, gC, prop.multiProcessorCount, false);
+            CK(cudaHostUnregister(h));
+        }
+        return rc;
+    }
 
     // The gather kernel copies what the 2-D copy does.
     {
