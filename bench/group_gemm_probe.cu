@@ -28,21 +28,9 @@
 #include <vector>
 
 #include "probe_check.hpp"
+#include "probe_fill.cuh"
 
 namespace {
-
-/// Element i: a hash of i mapped to [-1, 1), as float or bf16.
-template <typename T>
-__global__ void fill(T* x, std::uint64_t n) {
-    for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < n;
-         i += std::uint64_t{gridDim.x} * blockDim.x) {
-        std::uint32_t h = static_cast<std::uint32_t>(i) * 2654435761U ^ static_cast<std::uint32_t>(i >> 32);
-        h ^= h >> 15;
-        h *= 2246822519U;
-        h ^= h >> 13;
-        x[i] = static_cast<T>(static_cast<float>(h) * (2.0F / 4294967296.0F) - 1.0F);
-    }
-}
 
 /// Median seconds of 7 runs of `work` (after one warm-up), timed on stream 0's events
 /// with `s1` joined back in.
