@@ -543,9 +543,8 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
         // but the page cache may serve those re-reads: only each file byte once must come
         // off the disk (its cache was dropped), so that is the bound.
         const double read_bytes = static_cast<double>(r.pipeline.bytes_uploaded);
-        const double file_bytes =
-            static_cast<double>(std::filesystem::file_size(pa) + std::filesystem::file_size(pb));
-        const double disk_bound_s = file_bytes / disk;
+        const std::uint64_t file_bytes = std::filesystem::file_size(pa) + std::filesystem::file_size(pb);
+        const double disk_bound_s = static_cast<double>(file_bytes) / disk;
         const double bound_s = std::max(in_core.f32, disk_bound_s);
         record["npy"] = {
             {"disk_read_Bps", disk},
@@ -568,7 +567,7 @@ int run_bench_gpu(const BenchFlags& f, const GlobalOptions& globals) {
             "error {:.2e}",
             f.npy_dir, tflops(flops, r.seconds), format_seconds(r.seconds),
             format_size(r.pipeline.bytes_uploaded), gbs(read_bytes / r.seconds), gbs(disk_1), gbs(disk_8),
-            format_percent(bound_s / r.seconds), format_size(static_cast<std::uint64_t>(file_bytes)), err));
+            format_percent(bound_s / r.seconds), format_size(file_bytes), err));
         rows.push_back({"GEMM f32 from .npy files", format_seconds(r.seconds),
                         fmt::format("bound {} (disk {})", format_seconds(bound_s), gbs(disk)),
                         bound_s / r.seconds, "", 0});
